@@ -1,0 +1,1 @@
+//! batchguard: keeps scheduled batch jobs from doing the same work twice, or not at all.
