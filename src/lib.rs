@@ -1,1 +1,10 @@
 //! batchguard: keeps scheduled batch jobs from doing the same work twice, or not at all.
+
+pub mod cli;
+pub mod config;
+pub mod finding;
+pub mod lint;
+pub mod manifest;
+pub mod report;
+pub mod schema;
+pub mod source;

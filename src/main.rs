@@ -1,1 +1,129 @@
-fn main() {}
+//! Thin entry point: parse arguments, call one function, map the result to an exit code.
+
+use batchguard::cli::{Cli, Command, FailOn, LintArgs, LintFormat, SchemaKind};
+use batchguard::config::{self, Settings};
+use batchguard::finding::Severity;
+use batchguard::lint::{self, LintOptions, registry};
+use batchguard::report;
+use clap::{CommandFactory, Parser};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+const FOUND: u8 = 1;
+const CANNOT_RUN: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { CANNOT_RUN } else { 0 });
+        }
+    };
+    match cli.command {
+        Command::Lint(args) => lint_cmd(args),
+        Command::Rules => {
+            print(&rules_table());
+            ExitCode::SUCCESS
+        }
+        Command::Explain { rule } => explain(&rule),
+        Command::Schema { format } => {
+            print(&match format {
+                SchemaKind::Manifest => batchguard::schema::manifest(),
+                SchemaKind::Config => batchguard::schema::config(),
+            });
+            ExitCode::SUCCESS
+        }
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "batchguard", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn print(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    let _ = out.flush();
+}
+
+fn use_color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn lint_cmd(args: LintArgs) -> ExitCode {
+    let paths = if args.paths.is_empty() {
+        vec![std::path::PathBuf::from(".")]
+    } else {
+        args.paths
+    };
+    let config_path = args.config.clone().or_else(|| config::discover(&paths[0]));
+    let settings = match config_path {
+        Some(p) => match config::load(&p, |k| registry::find(k).is_some()) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{:?}", miette::Report::new(*e));
+                return ExitCode::from(CANNOT_RUN);
+            }
+        },
+        None => Settings::default(),
+    };
+    let opts = LintOptions {
+        paths,
+        settings,
+        now: args.now.unwrap_or_else(jiff::Timestamp::now),
+    };
+    let run = lint::run(&opts);
+    print(&match args.format {
+        LintFormat::Pretty => report::pretty::render(&run, use_color()),
+        LintFormat::Json => report::json::render(&run),
+        LintFormat::Sarif => report::sarif::render(&run),
+        LintFormat::Github => report::github::render(&run),
+    });
+    for (path, why) in &run.unreadable {
+        eprintln!("error: cannot read {}: {why}", path.display());
+    }
+    if !run.unreadable.is_empty() {
+        return ExitCode::from(CANNOT_RUN);
+    }
+    let failing = match args.fail_on {
+        FailOn::Error => run.count(Severity::Error),
+        FailOn::Warning => run.count(Severity::Error) + run.count(Severity::Warning),
+    };
+    ExitCode::from(if failing > 0 { FOUND } else { 0 })
+}
+
+fn rules_table() -> String {
+    let mut s = String::new();
+    for m in registry::all() {
+        s.push_str(&format!(
+            "{:<6} {:<30} {:<8} {}\n",
+            m.code, m.name, m.severity, m.summary
+        ));
+    }
+    s
+}
+
+fn explain(rule: &str) -> ExitCode {
+    match registry::find(rule) {
+        Some(m) => {
+            print(&format!(
+                "# {} {}\n\nDefault severity: {}. Fires when {}.\n\n{}",
+                m.code, m.name, m.severity, m.summary, m.docs
+            ));
+            ExitCode::SUCCESS
+        }
+        None => {
+            let names: Vec<&str> = registry::all().flat_map(|m| [m.code, m.name]).collect();
+            let hint = batchguard::manifest::load::closest(rule, &names)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            eprintln!(
+                "error: `{rule}` is not a rule code or name{hint}; `batchguard rules` lists them"
+            );
+            ExitCode::from(CANNOT_RUN)
+        }
+    }
+}

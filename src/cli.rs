@@ -1,0 +1,81 @@
+//! Command-line definitions (SPEC 1). Kept apart from `main` so completions can be generated from them.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "batchguard",
+    version,
+    about = "Keeps scheduled batch jobs from doing the same work twice, or not at all, and proves it.",
+    after_help = "Exit codes: 0 nothing at or above the failing severity; 1 findings; 2 could not run."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Validate job manifests before a deploy.
+    Lint(LintArgs),
+    /// List every rule: code, name, default severity, one line.
+    Rules,
+    /// Show a rule's full documentation.
+    Explain {
+        /// Rule code (BG202) or name (lock-ttl-too-short).
+        rule: String,
+    },
+    /// Print the JSON Schema (draft-07) of a file format.
+    Schema {
+        #[arg(value_enum)]
+        format: SchemaKind,
+    },
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LintArgs {
+    /// Files and directories to lint (default: the current directory, recursively).
+    pub paths: Vec<PathBuf>,
+    /// Config file (default: batchguard.toml found by walking up from the first path).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = LintFormat::Pretty)]
+    pub format: LintFormat,
+    /// Lowest severity that makes the exit code 1.
+    #[arg(long, value_enum, default_value_t = FailOn::Error)]
+    pub fail_on: FailOn,
+    /// The moment rules that look ahead count from (RFC 3339), for reproducible runs.
+    #[arg(long, value_parser = parse_timestamp)]
+    pub now: Option<jiff::Timestamp>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LintFormat {
+    Pretty,
+    Json,
+    Sarif,
+    Github,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FailOn {
+    Error,
+    Warning,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum SchemaKind {
+    Manifest,
+    Config,
+}
+
+fn parse_timestamp(s: &str) -> Result<jiff::Timestamp, String> {
+    s.parse::<jiff::Timestamp>()
+        .map_err(|e| format!("not an RFC 3339 instant with an offset (2026-03-01T02:00:00Z): {e}"))
+}

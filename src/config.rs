@@ -1,0 +1,200 @@
+//! `batchguard.toml` (SPEC 3.2): severities, thresholds and file globs.
+//! A bad config is exit 2 with a message that points into the config file, as code errors do.
+
+use crate::finding::Severity;
+use crate::manifest::duration::Duration;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Per-rule level in the config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Error,
+    Warning,
+    Off,
+}
+
+/// `batchguard.toml`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Rule code or name → `error`, `warning` or `off`.
+    #[serde(default)]
+    pub rules: BTreeMap<String, Level>,
+    #[serde(default)]
+    pub thresholds: Thresholds,
+    #[serde(default)]
+    pub files: Files,
+}
+
+/// Numbers the rules compare against.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Thresholds {
+    /// BG202: lock.ttl must be at least this many times expected_duration.
+    pub lock_ttl_min_factor: f64,
+    /// BG203: lock.ttl above this many times expected_duration is suspicious.
+    pub lock_ttl_max_factor: f64,
+    /// BG402: max_attempts above this is reported.
+    pub max_attempts: u64,
+    /// BG504: shortest snapshot retention, as a duration (`92d`).
+    pub min_snapshot_retention: String,
+    /// How often recovery drills are expected to run (`92d`).
+    pub drill_cadence: String,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            lock_ttl_min_factor: 2.0,
+            lock_ttl_max_factor: 3.0,
+            max_attempts: 10,
+            min_snapshot_retention: "92d".into(),
+            drill_cadence: "92d".into(),
+        }
+    }
+}
+
+/// Which files `lint` reads when walking directories.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Files {
+    /// Globs (relative to the config's folder); when set, only matching files are read.
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Globs of files never read.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// The config with its thresholds checked and parsed.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub config: Config,
+    pub path: Option<PathBuf>,
+    pub min_retention: Duration,
+    pub drill_cadence: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            config: Config::default(),
+            path: None,
+            min_retention: Duration(92 * 86_400),
+            drill_cadence: Duration(92 * 86_400),
+        }
+    }
+}
+
+impl Settings {
+    /// The severity a rule reports at, or `None` when it is turned off.
+    pub fn severity(&self, code: &str, name: &str, default: Severity) -> Option<Severity> {
+        let level = self
+            .config
+            .rules
+            .get(code)
+            .or_else(|| self.config.rules.get(name));
+        match level {
+            None => Some(default),
+            Some(Level::Error) => Some(Severity::Error),
+            Some(Level::Warning) => Some(Severity::Warning),
+            Some(Level::Off) => None,
+        }
+    }
+}
+
+/// A config problem, with the span in the file when there is one (rendered by miette).
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[error("{message}")]
+#[diagnostic(code(batchguard::config))]
+pub struct ConfigError {
+    pub message: String,
+    #[source_code]
+    pub src: Option<miette::NamedSource<String>>,
+    #[label("here")]
+    pub span: Option<miette::SourceSpan>,
+    #[help]
+    pub help: Option<String>,
+}
+
+/// `batchguard.toml` in `start` or the nearest folder above it.
+pub fn discover(start: &Path) -> Option<PathBuf> {
+    let abs = std::path::absolute(start).ok()?;
+    let mut dir = if abs.is_dir() {
+        Some(abs.as_path())
+    } else {
+        abs.parent()
+    };
+    while let Some(d) = dir {
+        let candidate = d.join("batchguard.toml");
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        dir = d.parent();
+    }
+    None
+}
+
+pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, Box<ConfigError>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Box::new(ConfigError {
+            message: format!("cannot read config {}: {e}", path.display()),
+            src: None,
+            span: None,
+            help: None,
+        })
+    })?;
+    let named = || miette::NamedSource::new(path.display().to_string(), text.clone());
+    let config: Config = toml::from_str(&text).map_err(|e| {
+        Box::new(ConfigError {
+            message: format!("invalid config: {}", e.message()),
+            src: Some(named()),
+            span: e.span().map(Into::into),
+            help: Some("see `batchguard schema config` for the format".into()),
+        })
+    })?;
+    let bad = |what: String, key: &str| {
+        let span = text.find(key).map(|i| (i, key.len()).into());
+        Box::new(ConfigError {
+            message: what,
+            src: Some(named()),
+            span,
+            help: Some("see `batchguard schema config` for the format".into()),
+        })
+    };
+    for key in config.rules.keys() {
+        if !known_rule(key) {
+            return Err(bad(
+                format!("`{key}` in [rules] is not a rule code or name"),
+                key,
+            ));
+        }
+    }
+    let t = &config.thresholds;
+    if !(t.lock_ttl_min_factor > 0.0 && t.lock_ttl_min_factor <= t.lock_ttl_max_factor) {
+        return Err(bad(
+            "thresholds: lock_ttl_min_factor must be > 0 and <= lock_ttl_max_factor".into(),
+            "lock_ttl_min_factor",
+        ));
+    }
+    let dur = |s: &str, key: &str| {
+        Duration::parse(s).map_err(|e| bad(format!("thresholds.{key}: `{s}` is {e}"), key))
+    };
+    let min_retention = dur(&t.min_snapshot_retention, "min_snapshot_retention")?;
+    let drill_cadence = dur(&t.drill_cadence, "drill_cadence")?;
+    for glob in config.files.include.iter().chain(&config.files.exclude) {
+        if let Err(e) = globset::Glob::new(glob) {
+            return Err(bad(format!("files: bad glob `{glob}`: {e}"), glob));
+        }
+    }
+    Ok(Settings {
+        config,
+        path: Some(path.to_owned()),
+        min_retention,
+        drill_cadence,
+    })
+}

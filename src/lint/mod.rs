@@ -1,0 +1,477 @@
+//! `batchguard lint`: find the files, read them, run the rules, apply suppressions.
+//! Rules never print and reports never decide: this module returns findings only.
+
+pub mod registry;
+pub mod rule;
+pub mod rules;
+pub mod suppress;
+
+use crate::config::Settings;
+use crate::finding::{Finding, Location, Related, Severity};
+use crate::manifest::load::{self, Loaded};
+use crate::manifest::model::{Job, Manifest, Scheduler};
+use crate::manifest::yaml::Span;
+use crate::source::SourceFile;
+use rayon::prelude::*;
+use rule::{Emitter, RuleMeta};
+use std::path::{Path, PathBuf};
+
+/// What a per-job rule sees.
+pub struct JobCx<'a> {
+    pub job: &'a Job,
+    pub manifest: &'a Manifest,
+    pub service: &'a str,
+    pub scheduler: Scheduler,
+    pub settings: &'a Settings,
+    pub now: jiff::Timestamp,
+    pub text: &'a str,
+}
+
+impl JobCx<'_> {
+    pub fn job_name(&self) -> &str {
+        self.job
+            .name
+            .value()
+            .map_or("(unnamed job)", String::as_str)
+    }
+}
+
+/// What a whole-file rule sees.
+pub struct FileCx<'a> {
+    pub root: &'a crate::manifest::yaml::Node,
+    pub text: &'a str,
+}
+
+pub struct LintOptions {
+    pub paths: Vec<PathBuf>,
+    pub settings: Settings,
+    pub now: jiff::Timestamp,
+}
+
+/// The result of a lint run: every file read, every finding (suppressed ones included,
+/// marked), and the paths that could not be read at all.
+pub struct LintRun {
+    pub files: Vec<SourceFile>,
+    pub findings: Vec<Finding>,
+    pub jobs: usize,
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+impl LintRun {
+    pub fn count(&self, severity: Severity) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.suppressed.is_none() && f.severity == severity)
+            .count()
+    }
+    pub fn suppressed(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.suppressed.is_some())
+            .count()
+    }
+}
+
+/// Shown path: relative to the current directory when under it, else as given.
+pub fn display_path(path: &Path) -> String {
+    if let (Ok(cwd), Ok(abs)) = (std::env::current_dir(), std::path::absolute(path))
+        && let Ok(rel) = abs.strip_prefix(&cwd)
+    {
+        let s = rel.to_string_lossy().into_owned();
+        return if s.is_empty() { ".".into() } else { s };
+    }
+    path.to_string_lossy().into_owned()
+}
+
+fn is_yaml(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    )
+}
+
+fn is_manifest_name(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    name.ends_with(".batchguard.yaml") || name.ends_with(".batchguard.yml")
+}
+
+/// A YAML file found while walking is a manifest when its name says so, or when its top
+/// level has `version:` and `jobs:` keys (checked on the text, before any parsing).
+fn looks_like_manifest(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 20)]);
+    let mut version = false;
+    let mut jobs = false;
+    for line in text.lines() {
+        version |= line.starts_with("version:");
+        jobs |= line.starts_with("jobs:");
+    }
+    version && jobs
+}
+
+/// A file to lint, and whether it was named explicitly (then it is linted whatever its name).
+struct Candidate {
+    path: PathBuf,
+    explicit: bool,
+}
+
+fn discover(opts: &LintOptions, unreadable: &mut Vec<(PathBuf, String)>) -> Vec<Candidate> {
+    let files = &opts.settings.config.files;
+    let base = opts
+        .settings
+        .path
+        .as_ref()
+        .and_then(|p| p.parent())
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    let build = |globs: &[String]| {
+        let mut b = globset::GlobSetBuilder::new();
+        for g in globs {
+            if let Ok(g) = globset::Glob::new(g) {
+                b.add(g);
+            }
+        }
+        b.build().ok()
+    };
+    let include = (!files.include.is_empty())
+        .then(|| build(&files.include))
+        .flatten();
+    let exclude = build(&files.exclude);
+    let wanted = |p: &Path| {
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        let rel = abs.strip_prefix(&base).unwrap_or(&abs);
+        if exclude.as_ref().is_some_and(|x| x.is_match(rel)) {
+            return false;
+        }
+        include.as_ref().is_none_or(|i| i.is_match(rel))
+    };
+    let mut out = Vec::new();
+    for root in &opts.paths {
+        if root.is_file() {
+            out.push(Candidate {
+                path: root.clone(),
+                explicit: true,
+            });
+            continue;
+        }
+        if !root.is_dir() {
+            unreadable.push((root.clone(), "no such file or directory".into()));
+            continue;
+        }
+        let mut found = Vec::new();
+        for entry in ignore::WalkBuilder::new(root).build() {
+            match entry {
+                Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
+                    let p = e.into_path();
+                    if is_yaml(&p) && wanted(&p) {
+                        found.push(p);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => unreadable.push((root.clone(), e.to_string())),
+            }
+        }
+        found.sort();
+        out.extend(found.into_iter().map(|path| Candidate {
+            path,
+            explicit: false,
+        }));
+    }
+    out
+}
+
+pub fn run(opts: &LintOptions) -> LintRun {
+    let mut unreadable = Vec::new();
+    let candidates = discover(opts, &mut unreadable);
+    let results: Vec<_> = candidates
+        .par_iter()
+        .map(|c| match std::fs::read(&c.path) {
+            Err(e) => Err((c.path.clone(), e.to_string())),
+            Ok(bytes) => {
+                if !c.explicit && !is_manifest_name(&c.path) && !looks_like_manifest(&bytes) {
+                    return Ok(None);
+                }
+                Ok(Some(lint_bytes(&c.path, &bytes, opts)))
+            }
+        })
+        .collect();
+    let mut run = LintRun {
+        files: Vec::new(),
+        findings: Vec::new(),
+        jobs: 0,
+        unreadable,
+    };
+    for r in results {
+        match r {
+            Err(e) => run.unreadable.push(e),
+            Ok(None) => {}
+            Ok(Some((file, findings, jobs))) => {
+                let idx = run.files.len();
+                run.files.push(file);
+                run.jobs += jobs;
+                run.findings.extend(findings.into_iter().map(|mut f| {
+                    f.at.file = idx;
+                    for r in &mut f.related {
+                        r.at.file = idx;
+                    }
+                    f
+                }));
+            }
+        }
+    }
+    run.findings.sort_by(|a, b| {
+        (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
+    });
+    run
+}
+
+/// Lints one file's bytes. File index 0 is a placeholder the caller renumbers.
+pub fn lint_bytes(
+    path: &Path,
+    bytes: &[u8],
+    opts: &LintOptions,
+) -> (SourceFile, Vec<Finding>, usize) {
+    let (text, loaded) = load::load(bytes);
+    let text = text.unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
+    let mut file = SourceFile::new(path.to_path_buf(), display_path(path), text);
+    let mut findings = Vec::new();
+    let service = service_name(&loaded.manifest, path);
+    for d in &loaded.diags {
+        let Some(meta) = registry::find(d.code) else {
+            continue;
+        };
+        findings.push(Finding {
+            code: meta.code,
+            name: meta.name,
+            severity: meta.severity,
+            message: d.message.clone(),
+            help: d.help.clone(),
+            at: Location {
+                file: 0,
+                span: d.span,
+            },
+            service: Some(service.clone()),
+            job: None,
+            related: d
+                .related
+                .iter()
+                .map(|(span, message)| Related {
+                    at: Location {
+                        file: 0,
+                        span: *span,
+                    },
+                    message: message.clone(),
+                })
+                .collect(),
+            job_line: None,
+            suppressed: None,
+        });
+    }
+    if let Some(root) = &loaded.root {
+        let cx = FileCx {
+            root,
+            text: &file.text,
+        };
+        for rule in registry::job_rules() {
+            let mut em = Emitter {
+                meta: rule.meta(),
+                file: 0,
+                service: &service,
+                job: None,
+                job_line: None,
+                out: &mut findings,
+            };
+            rule.check_file(&cx, &mut em);
+        }
+    }
+    attribute_jobs(&loaded, &file, &mut findings);
+    run_job_rules(&loaded, &service, &file, opts, &mut findings);
+    for f in &findings {
+        if f.code == rules::bg801_plaintext_secret::PlaintextSecret::META.code {
+            file.mask(f.at.span);
+        }
+    }
+    let findings = apply_suppressions(&file, findings, &opts.settings);
+    (file, findings, loaded.jobs.len())
+}
+
+fn service_name(manifest: &Manifest, path: &Path) -> String {
+    if let Some(s) = manifest.service.value() {
+        return s.clone();
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("service");
+    for suffix in [".batchguard.yaml", ".batchguard.yml", ".yaml", ".yml"] {
+        if let Some(stem) = name.strip_suffix(suffix) {
+            return stem.to_owned();
+        }
+    }
+    name.to_owned()
+}
+
+/// Job spans in file order: (start, end of the job's item, name, line of its first key).
+fn job_ranges(loaded: &Loaded, file: &SourceFile) -> Vec<(usize, usize, String, usize)> {
+    let jobs = loaded
+        .manifest
+        .jobs
+        .value()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let mut out: Vec<(usize, usize, String, usize)> = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let start = job.span.start;
+        let end = jobs.get(i + 1).map_or(usize::MAX, |n| n.span.start);
+        let name = job
+            .name
+            .value()
+            .cloned()
+            .unwrap_or_else(|| format!("jobs[{i}]"));
+        out.push((start, end, name, file.line_col(start).0));
+    }
+    out
+}
+
+/// Load-time findings inside a job's item belong to that job.
+fn attribute_jobs(loaded: &Loaded, file: &SourceFile, findings: &mut [Finding]) {
+    let ranges = job_ranges(loaded, file);
+    for f in findings.iter_mut().filter(|f| f.job.is_none()) {
+        let at = f.at.span.start;
+        if let Some((_, _, name, line)) = ranges.iter().find(|(s, e, _, _)| *s <= at && at < *e) {
+            f.job = Some(name.clone());
+            f.job_line = Some(*line);
+        }
+    }
+}
+
+fn run_job_rules(
+    loaded: &Loaded,
+    service: &str,
+    file: &SourceFile,
+    opts: &LintOptions,
+    out: &mut Vec<Finding>,
+) {
+    let manifest = &loaded.manifest;
+    let deployment = manifest.deployment.value();
+    let scheduler = deployment
+        .and_then(|d| d.scheduler.value().copied())
+        .or_else(|| {
+            deployment
+                .and_then(|d| d.platform.value())
+                .map(|p| p.default_scheduler())
+        })
+        .unwrap_or(Scheduler::Crontab);
+    let ranges = job_ranges(loaded, file);
+    for (i, job) in loaded.jobs.iter().enumerate() {
+        let cx = JobCx {
+            job,
+            manifest,
+            service,
+            scheduler,
+            settings: &opts.settings,
+            now: opts.now,
+            text: &file.text,
+        };
+        let (name, line) = ranges
+            .get(i)
+            .map(|r| (r.2.as_str(), Some(r.3)))
+            .unwrap_or((cx.job_name(), None));
+        for rule in registry::job_rules() {
+            let mut em = Emitter {
+                meta: rule.meta(),
+                file: 0,
+                service,
+                job: Some(name),
+                job_line: line,
+                out,
+            };
+            rule.check_job(&cx, &mut em);
+        }
+    }
+}
+
+/// Marks suppressed findings, reports BG901/BG902, applies configured severities.
+fn apply_suppressions(
+    file: &SourceFile,
+    findings: Vec<Finding>,
+    settings: &Settings,
+) -> Vec<Finding> {
+    let mut sups = suppress::scan(&file.text);
+    let mut out = Vec::with_capacity(findings.len());
+    for mut f in findings {
+        let line = file.line_col(f.at.span.start).0;
+        for s in sups.iter_mut().filter(|s| s.reason.is_some()) {
+            let applies = s.line == line || (s.own_line && f.job_line == Some(s.line + 1));
+            if !applies {
+                continue;
+            }
+            if let Some(c) = s.codes.iter_mut().find(|c| c.0 == f.code || c.0 == f.name) {
+                c.2 = true;
+                f.suppressed = s.reason.clone();
+            }
+        }
+        out.push(f);
+    }
+    for s in &sups {
+        let meta_901 = &rules::bg901_suppression_without_reason::SuppressionWithoutReason::META;
+        let meta_902 = &rules::bg902_unused_suppression::UnusedSuppression::META;
+        if s.reason.is_none() {
+            out.push(plain(
+                meta_901,
+                s.span,
+                format!(
+                    "`batchguard: allow {}` has no reason, so it suppresses nothing",
+                    s.codes
+                        .iter()
+                        .map(|c| c.0.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+            continue;
+        }
+        if s.codes.is_empty() {
+            out.push(plain(
+                meta_902,
+                s.span,
+                "`batchguard: allow` names no rule".into(),
+            ));
+        }
+        for (code, span, used) in &s.codes {
+            if *used {
+                continue;
+            }
+            let message = if registry::find(code).is_none() {
+                format!("`{code}` is not a rule code or name, so this suppresses nothing")
+            } else {
+                format!("`allow {code}` suppresses nothing here")
+            };
+            out.push(plain(meta_902, *span, message));
+        }
+    }
+    out.retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
+        Some(sev) => {
+            f.severity = sev;
+            true
+        }
+        None => false,
+    });
+    out
+}
+
+fn plain(meta: &'static RuleMeta, span: Span, message: String) -> Finding {
+    Finding {
+        code: meta.code,
+        name: meta.name,
+        severity: meta.severity,
+        message,
+        help: meta.help.to_owned(),
+        at: Location { file: 0, span },
+        service: None,
+        job: None,
+        related: Vec::new(),
+        job_line: None,
+        suppressed: None,
+    }
+}

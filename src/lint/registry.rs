@@ -1,0 +1,31 @@
+//! The one list of rules: `rules`, `explain`, SARIF's rule table, the README list and the
+//! lint run all read it.
+
+use super::rule::{Rule, RuleMeta};
+use super::rules::*;
+
+static RULES: &[&dyn Rule] = &[
+    &bg001_yaml_syntax::YamlSyntax,
+    &bg002_unknown_field::UnknownField,
+    &bg003_missing_field::MissingField,
+    &bg004_invalid_value::InvalidValue,
+    &bg005_duplicate_key::DuplicateKey,
+    &bg006_input_limit::InputLimit,
+    &bg202_lock_ttl_too_short::LockTtlTooShort,
+    &bg801_plaintext_secret::PlaintextSecret,
+    &bg901_suppression_without_reason::SuppressionWithoutReason,
+    &bg902_unused_suppression::UnusedSuppression,
+];
+
+pub fn all() -> impl Iterator<Item = &'static RuleMeta> {
+    RULES.iter().map(|r| r.meta())
+}
+
+pub fn job_rules() -> &'static [&'static dyn Rule] {
+    RULES
+}
+
+/// By code (`BG202`, any case) or name (`lock-ttl-too-short`).
+pub fn find(code_or_name: &str) -> Option<&'static RuleMeta> {
+    all().find(|m| m.code.eq_ignore_ascii_case(code_or_name) || m.name == code_or_name)
+}

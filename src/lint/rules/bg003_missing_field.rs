@@ -1,0 +1,73 @@
+use crate::declare_rule;
+use crate::lint::JobCx;
+use crate::lint::rule::{Emitter, Rule, RuleMeta};
+
+declare_rule! {
+    /// ## What it does
+    /// Reports a job without `name`, `schedule` or `expected_duration`. (A missing lock,
+    /// idempotency, retry, dead letter or runbook field has a rule of its own.)
+    ///
+    /// ## Why it matters
+    /// Without a name a job cannot be found in the run ledger; without a schedule nothing
+    /// can tell which slots it owes; without an expected duration nobody can say whether
+    /// its lock TTL is long enough (BG202) or whether two slots overlap. These are the
+    /// numbers every other check is computed from.
+    ///
+    /// ## Example
+    /// ```yaml
+    /// jobs:
+    ///   - name: settle-payments
+    ///     schedule: "0 * * * *"
+    /// ```
+    ///
+    /// Use instead:
+    /// ```yaml
+    /// jobs:
+    ///   - name: settle-payments
+    ///     schedule: "0 * * * *"
+    ///     expected_duration: 10m
+    /// ```
+    pub struct MissingField {
+        code: "BG003",
+        name: "missing-field",
+        severity: Error,
+        summary: "a required field is absent",
+        help: "add the field",
+    }
+}
+
+impl Rule for MissingField {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+
+    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
+        let job = cx.job;
+        let missing = [
+            (
+                "name",
+                job.name.is_absent(),
+                "add `name:` ([a-z0-9][a-z0-9._-]{0,62})",
+            ),
+            (
+                "schedule",
+                job.schedule.is_absent(),
+                "add `schedule:` with a cron expression",
+            ),
+            (
+                "expected_duration",
+                job.expected_duration.is_absent(),
+                "add `expected_duration:` (how long one run normally takes, e.g. 10m)",
+            ),
+        ];
+        for (field, absent, help) in missing {
+            if absent {
+                out.emit_with_help(
+                    job.span,
+                    format!("job `{}` has no `{field}`", cx.job_name()),
+                    help,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Batchguard manifests (SPEC 2): YAML text → spanned tree → typed model.
+
+pub mod duration;
+pub mod load;
+pub mod model;
+pub mod template;
+pub mod yaml;

@@ -1,0 +1,505 @@
+//! The typed manifest (SPEC 2). Every value keeps its span; a value that is absent and one
+//! that was present but invalid are told apart, so a rule about absence (BG201, BG501 …)
+//! never fires on top of the BG004 that already reported a bad value.
+//!
+//! Sections are declared once with `section!`: the macro produces the struct (whose
+//! `JsonSchema` derive is `batchguard schema manifest`), its list of known keys (for BG002's
+//! "did you mean") and its loader. One declaration, so schema, loader and key list cannot drift.
+
+use super::duration::Duration;
+use super::load::{FromNode, LoadCx};
+use super::yaml::{Node, Span, Value};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use std::borrow::Cow;
+
+/// A value with the span of the YAML node it was read from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sp<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+/// A manifest field: absent, present but invalid (already reported as BG004), or valid.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Field<T> {
+    #[default]
+    Absent,
+    Invalid,
+    Ok(Sp<T>),
+}
+
+impl<T> Field<T> {
+    pub fn get(&self) -> Option<&Sp<T>> {
+        match self {
+            Field::Ok(v) => Some(v),
+            _ => None,
+        }
+    }
+    pub fn value(&self) -> Option<&T> {
+        self.get().map(|s| &s.value)
+    }
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Field::Absent)
+    }
+}
+
+impl<T: FromNode> Field<T> {
+    pub fn load(node: &Node, cx: &mut LoadCx) -> Field<T> {
+        if matches!(node.value, Value::Null) {
+            return Field::Absent;
+        }
+        match T::from_node(node, cx) {
+            Some(value) => Field::Ok(Sp {
+                value,
+                span: node.span,
+            }),
+            None => Field::Invalid,
+        }
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Field<T> {
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> Cow<'static, str> {
+        T::schema_id()
+    }
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        T::json_schema(generator)
+    }
+}
+
+macro_rules! section {
+    (
+        $(#[doc = $doc:literal])*
+        pub struct $name:ident { $( $(#[doc = $fdoc:literal])* $field:ident : $ty:ty ),* $(,)? }
+    ) => {
+        $(#[doc = $doc])*
+        #[derive(Clone, Debug, Default, PartialEq, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $( $(#[doc = $fdoc])* #[serde(default)] pub $field: Field<$ty>, )*
+            /// Where the section starts.
+            #[serde(skip)]
+            pub span: Span,
+        }
+
+        impl $name {
+            pub const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+        }
+
+        impl FromNode for $name {
+            fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+                let entries = cx.expect_map(node, stringify!($name))?;
+                let mut out = $name { span: node.span, ..Default::default() };
+                for (key, value) in entries {
+                    let Some(k) = cx.key_str(key) else { continue };
+                    match k {
+                        $( stringify!($field) => out.$field = Field::load(value, cx), )*
+                        other => cx.unknown_field(key, other, Self::FIELDS),
+                    }
+                }
+                Some(out)
+            }
+        }
+    };
+}
+
+/// Closed sets of words (`store: postgres`), with their schema as a string enum.
+macro_rules! word_enum {
+    ($(#[doc = $doc:literal])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[doc = $doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const WORDS: &'static [&'static str] = &[$($text),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+            pub fn from_word(s: &str) -> Option<Self> {
+                match s { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl FromNode for $name {
+            fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+                let s = cx.expect_str(node, concat!("one of: ", $($text, " "),+))?;
+                match Self::from_word(s) {
+                    Some(v) => Some(v),
+                    None => { cx.bad_word(node, s, Self::WORDS); None }
+                }
+            }
+        }
+
+        impl JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> { stringify!($name).into() }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!({ "type": "string", "enum": [$($text),+] })
+            }
+        }
+    };
+}
+
+word_enum! {
+    /// Where the service's scheduler runs.
+    Platform { Kubernetes = "kubernetes", Pm2 = "pm2", Crontab = "crontab", Systemd = "systemd", Other = "other" }
+}
+word_enum! {
+    /// The cron dialect (SPEC 4): the scheduler library whose semantics the schedule follows.
+    Scheduler { Crontab = "crontab", Kubernetes = "kubernetes", NodeCron = "node-cron", CronNpm = "cron-npm", Croner = "croner" }
+}
+word_enum! {
+    /// Where the lock lives.
+    LockStore { Postgres = "postgres", Sqlite = "sqlite", Redis = "redis", Other = "other" }
+}
+word_enum! {
+    /// How the data layer refuses to apply the same input twice.
+    IdempotencyStrategy { ProcessedAt = "processed_at", Version = "version", UniqueKey = "unique_key" }
+}
+word_enum! {
+    /// Delay growth between attempts.
+    Backoff { Fixed = "fixed", Exponential = "exponential" }
+}
+word_enum! {
+    /// What happens to an error code that is neither retryable nor fatal.
+    OnUnknown { DeadLetter = "dead_letter", Retry = "retry" }
+}
+word_enum! {
+    /// Encoding of the input snapshot.
+    SnapshotFormat { Jsonl = "jsonl", Csv = "csv" }
+}
+
+impl Platform {
+    /// SPEC 4: the dialect a platform's scheduler speaks unless `deployment.scheduler` says otherwise.
+    pub fn default_scheduler(self) -> Scheduler {
+        match self {
+            Platform::Kubernetes => Scheduler::Kubernetes,
+            Platform::Pm2 => Scheduler::NodeCron,
+            Platform::Crontab | Platform::Systemd | Platform::Other => Scheduler::Crontab,
+        }
+    }
+}
+
+/// `max_attempts`: a count, or the word `unlimited` (which BG401 reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxAttempts {
+    Count(u64),
+    Unlimited,
+}
+
+impl FromNode for MaxAttempts {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        if let Value::Str(s) = &node.value
+            && s == "unlimited"
+        {
+            return Some(MaxAttempts::Unlimited);
+        }
+        u64::from_node(node, cx).map(MaxAttempts::Count)
+    }
+}
+
+impl JsonSchema for MaxAttempts {
+    fn schema_name() -> Cow<'static, str> {
+        "MaxAttempts".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "Total attempts, the first one included. 0 or \"unlimited\" means no bound (BG401).",
+            "anyOf": [
+                { "type": "integer", "minimum": 0 },
+                { "type": "string", "enum": ["unlimited"] }
+            ]
+        })
+    }
+}
+
+/// A command: an argv list, or (reported by BG802) one shell string.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    Argv(Vec<Sp<String>>),
+    Shell(String),
+}
+
+impl Command {
+    /// The words of the command, as plain strings.
+    pub fn words(&self) -> Vec<&str> {
+        match self {
+            Command::Argv(v) => v.iter().map(|s| s.value.as_str()).collect(),
+            Command::Shell(s) => s.split_whitespace().collect(),
+        }
+    }
+}
+
+impl FromNode for Command {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        match &node.value {
+            Value::Str(s) => {
+                cx.check_template(node, s);
+                Some(Command::Shell(s.clone()))
+            }
+            Value::Seq(items) => {
+                let mut argv = Vec::with_capacity(items.len());
+                for item in items {
+                    let s = cx.expect_str(item, "a string (one argument)")?;
+                    cx.check_template(item, s);
+                    argv.push(Sp {
+                        value: s.to_owned(),
+                        span: item.span,
+                    });
+                }
+                if argv.is_empty() {
+                    cx.invalid(node, "an empty command (give at least the program)");
+                    return None;
+                }
+                Some(Command::Argv(argv))
+            }
+            _ => {
+                cx.wrong_type(node, "an argv list such as [\"node\", \"jobs/settle.js\"]");
+                None
+            }
+        }
+    }
+}
+
+impl JsonSchema for Command {
+    fn schema_name() -> Cow<'static, str> {
+        "Command".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "argv list, run without a shell. A single string is accepted but reported (BG802).",
+            "anyOf": [
+                { "type": "array", "items": { "type": "string" }, "minItems": 1 },
+                { "type": "string" }
+            ]
+        })
+    }
+}
+
+/// A string that may use the placeholders of SPEC 2 (`{job}`, `{scheduled_at}` …).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Template(pub String);
+
+impl FromNode for Template {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        let s = cx.expect_str(node, "a string template")?;
+        if cx.check_template(node, s) {
+            Some(Template(s.to_owned()))
+        } else {
+            None
+        }
+    }
+}
+
+impl JsonSchema for Template {
+    fn schema_name() -> Cow<'static, str> {
+        "Template".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "description": "May use {job}, {service}, {scheduled_at}, {scheduled_at_compact}, {snapshot}, {run_id}, {attempt}."
+        })
+    }
+}
+
+impl JsonSchema for Duration {
+    fn schema_name() -> Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "pattern": "^([0-9]+[smhd])+$",
+            "description": "A length of time: numbers with units s, m, h, d, combinable (45s, 10m, 1h30m, 2d)."
+        })
+    }
+}
+
+section! {
+    /// How the service is deployed: decides the default cron dialect and how many processes run the scheduler.
+    pub struct Deployment {
+        /// kubernetes | pm2 | crontab | systemd | other
+        platform: Platform,
+        /// Cron dialect (SPEC 4); defaults from the platform.
+        scheduler: Scheduler,
+        /// Processes that run this service's scheduler.
+        instances: u64,
+    }
+}
+
+section! {
+    /// The distributed lock that makes one instance the executor of a slot.
+    pub struct Lock {
+        /// Lock key template; must contain {job} and {scheduled_at}.
+        key: Template,
+        /// How long a lock lives before it expires: 2-3x expected_duration.
+        ttl: Duration,
+        /// postgres | sqlite | redis | other
+        store: LockStore,
+        /// A recorded decision to run without a lock (needs `reason`).
+        disabled: bool,
+        /// Why the lock is disabled.
+        reason: String,
+    }
+}
+
+section! {
+    /// How the data layer refuses to apply one input twice.
+    pub struct Idempotency {
+        /// processed_at | version | unique_key
+        strategy: IdempotencyStrategy,
+        /// The field the strategy guards.
+        key: String,
+    }
+}
+
+section! {
+    /// Bounded, classified retries.
+    pub struct Retry {
+        /// Total attempts, the first one included.
+        max_attempts: MaxAttempts,
+        /// fixed | exponential
+        backoff: Backoff,
+        /// Delay before the second attempt (may be 0s, which means no backoff).
+        initial_delay: Duration,
+        /// Cap on an exponential delay.
+        max_delay: Duration,
+        /// Error codes worth retrying.
+        retryable: Vec<String>,
+        /// Error codes that go to the dead letter at once.
+        fatal: Vec<String>,
+        /// dead_letter | retry: what an unclassified error gets.
+        on_unknown: OnUnknown,
+    }
+}
+
+section! {
+    /// Where inputs that failed fatally or ran out of attempts are quarantined.
+    pub struct DeadLetter {
+        /// Queue, table or topic name.
+        target: String,
+    }
+}
+
+section! {
+    /// What pages a human.
+    pub struct Alerts {
+        /// scheduled_at to successful end before on-call is paged.
+        max_latency: Duration,
+        /// Missed slots tolerated before alerting.
+        missing_tolerance: u64,
+        /// Where alerts go.
+        channel: String,
+    }
+}
+
+section! {
+    /// The kept copy of a slot's input, so the slot can be replayed after the source changed.
+    pub struct Snapshot {
+        /// Path template of one slot's snapshot.
+        path: Template,
+        /// jsonl | csv
+        format: SnapshotFormat,
+        /// Field that identifies one input record.
+        key: String,
+        /// How long snapshots are kept (at least a quarter).
+        retention: Duration,
+    }
+}
+
+section! {
+    /// How one applied output is identified.
+    pub struct Outputs {
+        /// Field that identifies one applied output.
+        key: String,
+    }
+}
+
+section! {
+    /// What the person woken at 3 a.m. needs.
+    pub struct Runbook {
+        /// Team that owns the job.
+        owner: String,
+        /// Who is paged.
+        on_call: String,
+        /// How to stop the job now.
+        emergency_stop: String,
+        /// How to resume safely.
+        resume: String,
+        /// Where incidents are announced.
+        communication: String,
+    }
+}
+
+section! {
+    /// How a drill replays one slot.
+    pub struct Replay {
+        /// argv with {snapshot} for the input file.
+        command: Command,
+    }
+}
+
+section! {
+    /// One scheduled job.
+    pub struct Job {
+        /// [a-z0-9][a-z0-9._-]{0,62}
+        name: String,
+        /// Cron expression in the service's dialect.
+        schedule: String,
+        /// IANA time zone; default UTC.
+        timezone: String,
+        /// How long one run normally takes.
+        expected_duration: Duration,
+        /// argv, no shell.
+        command: Command,
+        lock: Lock,
+        idempotency: Idempotency,
+        retry: Retry,
+        dead_letter: DeadLetter,
+        alerts: Alerts,
+        snapshot: Snapshot,
+        outputs: Outputs,
+        runbook: Runbook,
+        /// Jobs that must finish first: `name` or `service/name`.
+        depends_on: Vec<String>,
+        replay: Replay,
+        /// false keeps the job declared but unscheduled.
+        enabled: bool,
+    }
+}
+
+section! {
+    /// A batchguard manifest (version 1): one service and its jobs.
+    pub struct Manifest {
+        /// Format version; only 1 exists.
+        version: u64,
+        /// Service name; defaults to the file name without `.batchguard.yaml`.
+        service: String,
+        deployment: Deployment,
+        /// Deep-merged into every job; the job's own values win.
+        defaults: Job,
+        jobs: Vec<Job>,
+    }
+}
+
+impl Lock {
+    pub fn is_disabled(&self) -> bool {
+        self.disabled.value() == Some(&true)
+    }
+}
+
+impl Retry {
+    /// The bound, when there is one (not absent, 0 or unlimited).
+    pub fn bounded_attempts(&self) -> Option<u64> {
+        match self.max_attempts.value() {
+            Some(MaxAttempts::Count(n)) if *n > 0 => Some(*n),
+            _ => None,
+        }
+    }
+}

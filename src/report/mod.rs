@@ -1,0 +1,48 @@
+//! Reports print findings; they never decide what is a finding.
+
+pub mod github;
+pub mod json;
+pub mod pretty;
+pub mod sarif;
+
+use crate::finding::Finding;
+use crate::source::SourceFile;
+
+/// Line and column (1-based, characters) of a finding's start and end.
+pub struct Position {
+    pub line: usize,
+    pub column: usize,
+    pub end_line: usize,
+    pub end_column: usize,
+}
+
+pub fn position(files: &[SourceFile], f: &Finding) -> Position {
+    position_of(files, f.at.file, f.at.span)
+}
+
+pub fn position_of(
+    files: &[SourceFile],
+    file: usize,
+    span: crate::manifest::yaml::Span,
+) -> Position {
+    let Some(src) = files.get(file) else {
+        return Position {
+            line: 1,
+            column: 1,
+            end_line: 1,
+            end_column: 1,
+        };
+    };
+    let (line, column) = src.line_col(span.start);
+    let (end_line, end_column) = src.line_col(span.end());
+    Position {
+        line,
+        column,
+        end_line,
+        end_column: if (end_line, end_column) == (line, column) {
+            column + 1
+        } else {
+            end_column
+        },
+    }
+}

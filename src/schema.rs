@@ -1,0 +1,20 @@
+//! JSON Schemas (draft-07) generated from the Rust types: the checked-in files in
+//! `schemas/` are these strings, and a test fails when they are stale.
+
+use schemars::generate::SchemaSettings;
+
+fn render<T: schemars::JsonSchema>() -> String {
+    let generator = SchemaSettings::draft07().into_generator();
+    let schema = generator.into_root_schema_for::<T>();
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+pub fn manifest() -> String {
+    render::<crate::manifest::model::Manifest>()
+}
+
+pub fn config() -> String {
+    render::<crate::config::Config>()
+}
