@@ -11,6 +11,7 @@ static RULES: &[&dyn Rule] = &[
     &bg004_invalid_value::InvalidValue,
     &bg005_duplicate_key::DuplicateKey,
     &bg006_input_limit::InputLimit,
+    &bg201_missing_lock::MissingLock,
     &bg202_lock_ttl_too_short::LockTtlTooShort,
     &bg801_plaintext_secret::PlaintextSecret,
     &bg901_suppression_without_reason::SuppressionWithoutReason,

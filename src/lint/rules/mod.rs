@@ -6,7 +6,30 @@ pub mod bg003_missing_field;
 pub mod bg004_invalid_value;
 pub mod bg005_duplicate_key;
 pub mod bg006_input_limit;
+pub mod bg201_missing_lock;
 pub mod bg202_lock_ttl_too_short;
 pub mod bg801_plaintext_secret;
 pub mod bg901_suppression_without_reason;
 pub mod bg902_unused_suppression;
+
+/// Helpers for the rules' own tests: lint a manifest held in a string.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::finding::Finding;
+    use crate::lint::{LintOptions, lint_bytes};
+
+    /// The findings of rule `code` for the manifest `yaml`, in the order emitted.
+    pub(crate) fn findings(yaml: &str, code: &str) -> Vec<Finding> {
+        let opts = LintOptions {
+            paths: Vec::new(),
+            settings: crate::config::Settings::default(),
+            now: "2026-03-01T00:00:00Z".parse().expect("fixed timestamp"),
+        };
+        let (_, all, _) = lint_bytes(
+            std::path::Path::new("test.batchguard.yaml"),
+            yaml.as_bytes(),
+            &opts,
+        );
+        all.into_iter().filter(|f| f.code == code).collect()
+    }
+}

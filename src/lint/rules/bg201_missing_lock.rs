@@ -1,0 +1,78 @@
+use crate::declare_rule;
+use crate::lint::JobCx;
+use crate::lint::rule::{Emitter, Rule, RuleMeta};
+
+declare_rule! {
+    /// ## What it does
+    /// Reports a job without a `lock` section. A lock that is switched off on purpose,
+    /// `lock: {disabled: true, reason: "..."}`, is a recorded decision and is not reported
+    /// (BG602 still reports it when several instances run the job).
+    ///
+    /// ## Why it matters
+    /// The incident behind batchguard: after a deploy, two instances ran the same cron at
+    /// the same time, both logged "success", and customers were billed twice. A job with
+    /// one executor needs a distributed lock even when the service runs "only one"
+    /// instance: during a rolling deploy the old and the new pod overlap, and both wake on
+    /// the same tick. The lock, keyed by job and slot, makes one of them the executor and
+    /// the other one log a skip.
+    ///
+    /// ## Example
+    /// ```yaml
+    /// - name: settle-payments
+    ///   schedule: "0 * * * *"
+    ///   expected_duration: 10m
+    /// ```
+    ///
+    /// Use instead:
+    /// ```yaml
+    /// - name: settle-payments
+    ///   schedule: "0 * * * *"
+    ///   expected_duration: 10m
+    ///   lock:
+    ///     key: "{job}:{scheduled_at}"
+    ///     ttl: 25m
+    ///     store: postgres
+    /// ```
+    pub struct MissingLock {
+        code: "BG201",
+        name: "missing-lock",
+        severity: Error,
+        summary: "the job has no lock: even one instance overlaps itself during a rolling deploy",
+        help: "add `lock:` with `key: \"{job}:{scheduled_at}\"` and a `ttl` of 2-3x expected_duration",
+    }
+}
+
+impl Rule for MissingLock {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+
+    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
+        if !cx.job.lock.is_absent() {
+            return;
+        }
+        let ttl = cx
+            .job
+            .expected_duration
+            .value()
+            .filter(|d| d.secs() > 0)
+            .map(|d| crate::manifest::duration::Duration(d.secs() * 5 / 2));
+        let help = match ttl {
+            Some(ttl) => format!(
+                "add `lock:` with `key: \"{{job}}:{{scheduled_at}}\"` and `ttl: {ttl}` (2-3x expected_duration), or `lock: {{disabled: true, reason: \"...\"}}` if running twice is harmless"
+            ),
+            None => format!(
+                "{}, or `lock: {{disabled: true, reason: \"...\"}}` if running twice is harmless",
+                Self::META.help
+            ),
+        };
+        out.emit_with_help(
+            cx.job.span,
+            format!(
+                "job `{}` has no lock: two instances woken by the same tick (a rolling deploy is enough) both run the slot",
+                cx.job_name()
+            ),
+            help,
+        );
+    }
+}
