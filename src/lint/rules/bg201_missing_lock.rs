@@ -76,3 +76,23 @@ impl Rule for MissingLock {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::lint::rules::testing::findings;
+
+    const JOB: &str = "version: 1\nservice: s\njobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    expected_duration: 10m\n";
+
+    #[test]
+    fn fires_on_absent_lock_only() {
+        let f = findings(JOB, "BG201");
+        assert_eq!(f.len(), 1);
+        assert!(f[0].message.contains("job `a` has no lock"));
+        assert!(f[0].help.contains("ttl: 25m"));
+        let disabled = format!("{JOB}    lock: {{disabled: true, reason: \"read-only\"}}\n");
+        assert!(findings(&disabled, "BG201").is_empty());
+        // Invalid lock value: BG004's business, not BG201's.
+        let invalid = format!("{JOB}    lock: nope\n");
+        assert!(findings(&invalid, "BG201").is_empty());
+    }
+}
