@@ -13,6 +13,8 @@ static RULES: &[&dyn Rule] = &[
     &bg006_input_limit::InputLimit,
     &bg201_missing_lock::MissingLock,
     &bg202_lock_ttl_too_short::LockTtlTooShort,
+    &bg203_lock_ttl_too_long::LockTtlTooLong,
+    &bg204_lock_key_not_unique::LockKeyNotUnique,
     &bg801_plaintext_secret::PlaintextSecret,
     &bg901_suppression_without_reason::SuppressionWithoutReason,
     &bg902_unused_suppression::UnusedSuppression,
