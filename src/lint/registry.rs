@@ -15,6 +15,8 @@ static RULES: &[&dyn Rule] = &[
     &bg202_lock_ttl_too_short::LockTtlTooShort,
     &bg203_lock_ttl_too_long::LockTtlTooLong,
     &bg204_lock_key_not_unique::LockKeyNotUnique,
+    &bg301_missing_idempotency::MissingIdempotency,
+    &bg302_idempotency_key_missing::IdempotencyKeyMissing,
     &bg801_plaintext_secret::PlaintextSecret,
     &bg901_suppression_without_reason::SuppressionWithoutReason,
     &bg902_unused_suppression::UnusedSuppression,

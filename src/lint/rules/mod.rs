@@ -10,6 +10,8 @@ pub mod bg201_missing_lock;
 pub mod bg202_lock_ttl_too_short;
 pub mod bg203_lock_ttl_too_long;
 pub mod bg204_lock_key_not_unique;
+pub mod bg301_missing_idempotency;
+pub mod bg302_idempotency_key_missing;
 pub mod bg801_plaintext_secret;
 pub mod bg901_suppression_without_reason;
 pub mod bg902_unused_suppression;
