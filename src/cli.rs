@@ -20,7 +20,10 @@ pub enum Command {
     /// Validate job manifests before a deploy.
     Lint(LintArgs),
     /// List every rule: code, name, default severity, one line.
-    Rules,
+    Rules {
+        #[arg(long, value_enum, default_value_t = RulesFormat::Text)]
+        format: RulesFormat,
+    },
     /// Show a rule's full documentation.
     Explain {
         /// Rule code (BG202) or name (lock-ttl-too-short).
@@ -61,6 +64,13 @@ pub enum LintFormat {
     Json,
     Sarif,
     Github,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum RulesFormat {
+    Text,
+    /// The table the README carries.
+    Markdown,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

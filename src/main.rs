@@ -1,6 +1,6 @@
 //! Thin entry point: parse arguments, call one function, map the result to an exit code.
 
-use batchguard::cli::{Cli, Command, FailOn, LintArgs, LintFormat, SchemaKind};
+use batchguard::cli::{Cli, Command, FailOn, LintArgs, LintFormat, RulesFormat, SchemaKind};
 use batchguard::config::{self, Settings};
 use batchguard::finding::Severity;
 use batchguard::lint::{self, LintOptions, registry};
@@ -22,8 +22,11 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Lint(args) => lint_cmd(args),
-        Command::Rules => {
-            print(&rules_table());
+        Command::Rules { format } => {
+            print(&match format {
+                RulesFormat::Text => rules_table(),
+                RulesFormat::Markdown => lint::rules_markdown(),
+            });
             ExitCode::SUCCESS
         }
         Command::Explain { rule } => explain(&rule),

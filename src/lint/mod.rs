@@ -475,3 +475,18 @@ fn plain(meta: &'static RuleMeta, span: Span, message: String) -> Finding {
         suppressed: None,
     }
 }
+
+/// The rule table the README carries (a test keeps the two in step).
+pub fn rules_markdown() -> String {
+    let mut s = String::from("| code | name | default | fires when |\n|---|---|---|---|\n");
+    for m in registry::all() {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            m.code,
+            m.name,
+            m.severity,
+            m.summary.replace('|', "\\|")
+        ));
+    }
+    s
+}

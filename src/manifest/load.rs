@@ -173,12 +173,19 @@ impl<'a> LoadCx<'a> {
 
 /// The known word nearest to a misspelling, when it is near enough to be a likely typo.
 pub fn closest<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
+    // Edit distance catches short typos (`tll` for `ttl`); Jaro-Winkler catches longer
+    // words with a shared prefix (`max_attempt` for `max_attempts`).
+    let limit = (word.chars().count() / 3).max(1);
     known
         .iter()
-        .map(|k| (strsim::jaro_winkler(word, k), *k))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k)
+        .map(|k| {
+            let edits = strsim::damerau_levenshtein(word, k);
+            let jw = strsim::jaro_winkler(word, k);
+            (edits <= limit || jw >= 0.85, jw - edits as f64, *k)
+        })
+        .filter(|(near, _, _)| *near)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(_, _, k)| k)
 }
 
 impl FromNode for String {
@@ -395,6 +402,16 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
     };
     let mut cx = LoadCx::new(&text);
     report_duplicate_keys(&root, &mut cx);
+    if matches!(root.value, Value::Null) {
+        cx.push(
+            "BG003",
+            root.span,
+            "the file holds no YAML document (it is empty or only comments)".into(),
+            "start the file with `version: 1`, `service:` and `jobs:`".into(),
+        );
+        loaded.diags = cx.diags;
+        return (Some(text), loaded);
+    }
     if !matches!(root.value, Value::Map(_)) {
         cx.push(
             "BG004",

@@ -44,7 +44,11 @@ pub struct Node {
 
 impl<'de> Deserialize<'de> for Node {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = Spanned::<Value>::deserialize(d)?;
+        // Each nesting level costs serde frames; growing the stack on demand keeps the
+        // depth limit (BG006), not the thread's stack size, the thing that stops deep input.
+        let s = stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, || {
+            Spanned::<Value>::deserialize(d)
+        })?;
         let sp = s.referenced.span();
         let start = sp.byte_offset().unwrap_or(0) as usize;
         let len = sp.byte_len().unwrap_or(0) as usize;
@@ -145,7 +149,22 @@ pub fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
 pub fn classify_error(err: &serde_saphyr::Error) -> (&'static str, String, &'static str) {
     use serde_saphyr::Error as E;
     let msg = first_line(&err.to_string());
+    let limit = msg.contains("limit exceeded") || msg.contains("budget");
     match err {
+        _ if limit => (
+            "BG006",
+            if msg.contains("alias") {
+                "aliases expand to more than 100,000 nodes: refused as an alias bomb".to_owned()
+            } else if msg.contains("Depth") || msg.contains("recursion") {
+                format!(
+                    "the YAML nests deeper than the limit ({} levels)",
+                    super::load::MAX_DEPTH
+                )
+            } else {
+                format!("input limit exceeded: {msg}")
+            },
+            "manifests are small: remove the deep nesting or the aliases that expand exponentially",
+        ),
         E::Budget { .. }
         | E::AliasReplayCounterOverflow { .. }
         | E::AliasReplayLimitExceeded { .. }
@@ -171,7 +190,7 @@ pub fn classify_error(err: &serde_saphyr::Error) -> (&'static str, String, &'sta
 fn first_line(s: &str) -> String {
     let line = s.lines().next().unwrap_or("").trim();
     // serde-saphyr appends "at line X column Y"; our report shows the position itself.
-    match line.rfind(" at line ") {
+    match line.find(" at line ") {
         Some(i) => line[..i].to_owned(),
         None => line.to_owned(),
     }
