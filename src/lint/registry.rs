@@ -24,6 +24,7 @@ static RULES: &[&dyn Rule] = &[
     &bg405_missing_dead_letter::MissingDeadLetter,
     &bg406_retry_on_unknown::RetryOnUnknown,
     &bg407_unbounded_backoff::UnboundedBackoff,
+    &bg501_missing_runbook_field::MissingRunbookField,
     &bg801_plaintext_secret::PlaintextSecret,
     &bg901_suppression_without_reason::SuppressionWithoutReason,
     &bg902_unused_suppression::UnusedSuppression,

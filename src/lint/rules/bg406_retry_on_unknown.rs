@@ -55,12 +55,10 @@ impl Rule for RetryOnUnknown {
         if on_unknown.value != OnUnknown::Retry {
             return;
         }
-        let listed =
-            retry.retryable.value().map_or(0, Vec::len) + retry.fatal.value().map_or(0, Vec::len);
         out.emit(
             on_unknown.span,
             format!(
-                "job `{}`: retry.on_unknown is retry: every error code outside the {listed} classified ones, bad input included, is retried",
+                "job `{}`: retry.on_unknown is retry: an error code in neither `retryable` nor `fatal`, bad input included, is retried",
                 cx.job_name()
             ),
         );

@@ -19,6 +19,7 @@ pub mod bg404_conflicting_error_class;
 pub mod bg405_missing_dead_letter;
 pub mod bg406_retry_on_unknown;
 pub mod bg407_unbounded_backoff;
+pub mod bg501_missing_runbook_field;
 pub mod bg801_plaintext_secret;
 pub mod bg901_suppression_without_reason;
 pub mod bg902_unused_suppression;
