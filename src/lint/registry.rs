@@ -25,7 +25,12 @@ static RULES: &[&dyn Rule] = &[
     &bg406_retry_on_unknown::RetryOnUnknown,
     &bg407_unbounded_backoff::UnboundedBackoff,
     &bg501_missing_runbook_field::MissingRunbookField,
+    &bg502_missing_latency_alert::MissingLatencyAlert,
+    &bg503_missing_snapshot::MissingSnapshot,
+    &bg504_snapshot_retention_too_short::SnapshotRetentionTooShort,
+    &bg505_missing_alert_channel::MissingAlertChannel,
     &bg801_plaintext_secret::PlaintextSecret,
+    &bg802_shell_command::ShellCommand,
     &bg901_suppression_without_reason::SuppressionWithoutReason,
     &bg902_unused_suppression::UnusedSuppression,
 ];

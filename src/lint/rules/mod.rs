@@ -20,7 +20,12 @@ pub mod bg405_missing_dead_letter;
 pub mod bg406_retry_on_unknown;
 pub mod bg407_unbounded_backoff;
 pub mod bg501_missing_runbook_field;
+pub mod bg502_missing_latency_alert;
+pub mod bg503_missing_snapshot;
+pub mod bg504_snapshot_retention_too_short;
+pub mod bg505_missing_alert_channel;
 pub mod bg801_plaintext_secret;
+pub mod bg802_shell_command;
 pub mod bg901_suppression_without_reason;
 pub mod bg902_unused_suppression;
 
