@@ -1,0 +1,93 @@
+//! Every rule has a failing fixture and its fixed twin (`fixtures/rules/<CODE>/`): the
+//! failing one must report the rule, the fixed one must not, and the pretty output of the
+//! failing one is kept as a snapshot so a reviewer sees what users see.
+
+use batchguard::config::Settings;
+use batchguard::lint::{LintOptions, LintRun, registry, run};
+use std::path::{Path, PathBuf};
+
+fn lint(path: &Path) -> LintRun {
+    run(&LintOptions {
+        paths: vec![path.to_path_buf()],
+        settings: Settings::default(),
+        now: "2026-03-01T00:00:00Z".parse().expect("fixed now"),
+    })
+}
+
+fn fixture(code: &str, which: &str) -> PathBuf {
+    Path::new("fixtures")
+        .join("rules")
+        .join(code)
+        .join(format!("{which}.batchguard.yaml"))
+}
+
+fn codes(run: &LintRun) -> Vec<&'static str> {
+    run.findings
+        .iter()
+        .filter(|f| f.suppressed.is_none())
+        .map(|f| f.code)
+        .collect()
+}
+
+#[test]
+fn every_rule_has_fixtures() {
+    let missing: Vec<String> = registry::all()
+        .flat_map(|m| ["bad", "good"].map(|w| fixture(m.code, w)))
+        .filter(|p| !p.is_file())
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "fixtures missing: {missing:?}");
+}
+
+#[test]
+fn no_fixtures_without_a_rule() {
+    let stray: Vec<String> = std::fs::read_dir("fixtures/rules")
+        .expect("fixtures/rules exists")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| registry::find(name).is_none_or(|m| m.code != name))
+        .collect();
+    assert!(stray.is_empty(), "fixture folders of no rule: {stray:?}");
+}
+
+#[test]
+fn bad_fixtures_fire_and_good_twins_do_not() {
+    let mut failures = Vec::new();
+    for meta in registry::all() {
+        let code = meta.code;
+        let (bad, good) = (fixture(code, "bad"), fixture(code, "good"));
+        if !bad.is_file() || !good.is_file() {
+            failures.push(format!("{code}: fixtures missing"));
+            continue;
+        }
+        let bad_run = lint(&bad);
+        if !codes(&bad_run).contains(&code) {
+            failures.push(format!(
+                "{code}: {} does not report it (got {:?})",
+                bad.display(),
+                codes(&bad_run)
+            ));
+        }
+        let good_run = lint(&good);
+        if codes(&good_run).contains(&code) {
+            failures.push(format!("{code}: {} still reports it", good.display()));
+        }
+        if !good_run.unreadable.is_empty() || good_run.files.len() != 1 {
+            failures.push(format!("{code}: {} was not read", good.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn bad_fixture_output_snapshots() {
+    for meta in registry::all() {
+        let code = meta.code;
+        let bad = fixture(code, "bad");
+        if !bad.is_file() {
+            continue; // reported by every_rule_has_fixtures
+        }
+        let output = batchguard::report::pretty::render(&lint(&bad), false);
+        insta::assert_snapshot!(format!("{code}_bad"), output);
+    }
+}
