@@ -64,14 +64,14 @@ impl Rule for UnboundedRetry {
         };
         let (span, what) = match &retry.max_attempts {
             crate::manifest::model::Field::Absent => {
-                (retry.span, "has no `max_attempts`".to_owned())
+                (retry.span, "retry has no `max_attempts`".to_owned())
             }
             crate::manifest::model::Field::Ok(m) => match m.value {
                 MaxAttempts::Count(0) => (
                     m.span,
-                    "max_attempts is 0, which means unlimited".to_owned(),
+                    "retry.max_attempts is 0, which means unlimited".to_owned(),
                 ),
-                MaxAttempts::Unlimited => (m.span, "max_attempts is unlimited".to_owned()),
+                MaxAttempts::Unlimited => (m.span, "retry.max_attempts is unlimited".to_owned()),
                 MaxAttempts::Count(_) => return,
             },
             crate::manifest::model::Field::Invalid => return,
@@ -79,7 +79,7 @@ impl Rule for UnboundedRetry {
         out.emit(
             span,
             format!(
-                "job `{name}`: retry {what}: during an outage it retries without end and never reaches the dead letter"
+                "job `{name}`: {what}: during an outage it retries without end and never reaches the dead letter"
             ),
         );
     }
