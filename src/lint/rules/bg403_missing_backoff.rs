@@ -89,3 +89,39 @@ impl Rule for MissingBackoff {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::lint::rules::testing::findings;
+
+    fn retry(body: &str) -> String {
+        format!(
+            "version: 1\nservice: s\njobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    expected_duration: 10m\n    retry:\n{body}"
+        )
+    }
+
+    #[test]
+    fn only_bounded_retries_need_a_backoff() {
+        assert_eq!(
+            findings(&retry("      max_attempts: 3\n"), "BG403").len(),
+            1
+        );
+        assert_eq!(
+            findings(
+                &retry("      max_attempts: 3\n      backoff: fixed\n"),
+                "BG403"
+            )
+            .len(),
+            1
+        );
+        let zero = retry("      max_attempts: 3\n      backoff: fixed\n      initial_delay: 0s\n");
+        let f = findings(&zero, "BG403");
+        assert_eq!(f.len(), 1);
+        assert!(f[0].message.contains("initial_delay is 0s"));
+        // One attempt never retries; unbounded is BG401's alone.
+        assert!(findings(&retry("      max_attempts: 1\n"), "BG403").is_empty());
+        assert!(findings(&retry("      max_attempts: unlimited\n"), "BG403").is_empty());
+        let ok = retry("      max_attempts: 3\n      backoff: fixed\n      initial_delay: 1m\n");
+        assert!(findings(&ok, "BG403").is_empty());
+    }
+}

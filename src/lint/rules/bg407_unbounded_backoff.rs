@@ -107,3 +107,24 @@ mod tests {
         assert_eq!(last_delay(Duration(u64::MAX), 4), None);
     }
 }
+
+#[cfg(test)]
+mod rule_tests {
+    use crate::lint::rules::testing::findings;
+
+    fn retry(attempts: &str, extra: &str) -> String {
+        format!(
+            "version: 1\nservice: s\njobs:\n  - name: a\n    schedule: \"0 2 * * *\"\n    expected_duration: 10m\n    retry:\n      max_attempts: {attempts}\n      backoff: exponential\n      initial_delay: 30s\n{extra}"
+        )
+    }
+
+    #[test]
+    fn fires_only_when_the_delay_grows() {
+        let f = findings(&retry("5", ""), "BG407");
+        assert_eq!(f.len(), 1);
+        assert!(f[0].message.contains("30s x 2^3 = 4m"), "{}", f[0].message);
+        assert!(findings(&retry("5", "      max_delay: 5m\n"), "BG407").is_empty());
+        assert!(findings(&retry("2", ""), "BG407").is_empty());
+        assert!(findings(&retry("unlimited", ""), "BG407").is_empty());
+    }
+}

@@ -72,3 +72,25 @@ impl Rule for SnapshotRetentionTooShort {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::lint::rules::testing::findings;
+
+    fn snapshot(body: &str) -> String {
+        format!(
+            "version: 1\nservice: s\njobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    expected_duration: 10m\n    snapshot:\n      path: \"snapshots/{{job}}/{{scheduled_at_compact}}.jsonl\"\n{body}"
+        )
+    }
+
+    #[test]
+    fn short_absent_and_zero_retention() {
+        let f = findings(&snapshot("      retention: 30d\n"), "BG504");
+        assert_eq!(f.len(), 1);
+        assert!(f[0].message.contains("30d is less than the minimum 92d"));
+        assert!(findings(&snapshot("      retention: 92d\n"), "BG504").is_empty());
+        assert_eq!(findings(&snapshot(""), "BG504").len(), 1);
+        // Zero is BG004's.
+        assert!(findings(&snapshot("      retention: 0d\n"), "BG504").is_empty());
+    }
+}

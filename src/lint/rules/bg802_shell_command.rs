@@ -84,3 +84,31 @@ impl Rule for ShellCommand {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::lint::rules::testing::findings;
+
+    const HEAD: &str = "version: 1\nservice: s\njobs:\n  - name: a\n    schedule: \"0 * * * *\"\n    expected_duration: 10m\n";
+
+    #[test]
+    fn shell_strings_in_command_and_replay() {
+        let yaml = format!(
+            "{HEAD}    command: \"node jobs/a.js --db postgres://u:hunter2@db/x\"\n    replay:\n      command: \"node jobs/a.js < {{snapshot}}\"\n"
+        );
+        let f = findings(&yaml, "BG802");
+        assert_eq!(f.len(), 2);
+        assert!(
+            f[0].message
+                .contains("command is one shell string of 4 words")
+        );
+        assert!(
+            f.iter()
+                .all(|f| !f.help.contains("hunter2") && !f.message.contains("hunter2"))
+        );
+        assert!(f[1].message.contains("replay.command"));
+        assert!(f[1].help.contains("into a script"));
+        let argv = format!("{HEAD}    command: [\"node\", \"jobs/a.js\"]\n");
+        assert!(findings(&argv, "BG802").is_empty());
+    }
+}
