@@ -453,26 +453,24 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
         );
     }
     // Jobs again, this time with the defaults merged in (the model's `jobs` are as written).
-    let defaults = map_get(&root, "defaults");
-    if let Some(jobs_node) = map_get(&root, "jobs")
-        && let Value::Seq(items) = &jobs_node.value
-    {
-        for item in items {
-            let merged = match defaults {
-                Some(d) => merge_defaults(item, d),
-                None => item.clone(),
-            };
-            let mut job_cx = LoadCx::new(&text);
-            if let Some(job) = <Job as FromNode>::from_node(&merged, &mut job_cx) {
-                loaded.jobs.push(job);
+    // Problems inside them were reported when the manifest was read (those of merged-in
+    // values under `defaults`), so this pass reports nothing new.
+    match map_get(&root, "defaults") {
+        None => loaded.jobs = manifest.jobs.value().cloned().unwrap_or_default(),
+        Some(defaults) => {
+            if let Some(Value::Seq(items)) = map_get(&root, "jobs").map(|n| &n.value) {
+                let mut job_cx = LoadCx::new(&text);
+                for item in items {
+                    let merged = merge_defaults(item, defaults);
+                    if let Some(job) = <Job as FromNode>::from_node(&merged, &mut job_cx) {
+                        loaded.jobs.push(job);
+                    }
+                }
             }
-            // Problems in the job itself were reported when the manifest was read;
-            // only those of merged-in defaults are new, and those were reported
-            // once under `defaults`. Nothing to add.
         }
     }
     loaded.manifest = manifest;
-    loaded.root = Some(root.clone());
+    loaded.root = Some(root);
     let mut diags = cx.diags;
     dedup(&mut diags);
     loaded.diags = diags;
