@@ -30,7 +30,7 @@ def main():
     lines = []
 
     def emit(expr, windows, tag):
-        fed = MACROS.get(expr.lower(), expr) if expr.startswith("@") else expr
+        fed = MACROS.get(expr, expr)  # Debian cron compares macro names case-sensitively
         if len(fed.split()) != 5:
             lines.append({"dialect": "crontab", "expr": expr, "tag": tag, "valid": False,
                           "error": "Debian cron takes 5 fields or a macro"})
