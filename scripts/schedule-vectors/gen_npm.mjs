@@ -4,12 +4,22 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { DateTime } from 'luxon';
+import { createRequire } from 'node:module';
 import { Cron } from 'croner';
 import { CronTime } from 'cron';
 import nodeCron from 'node-cron';
 // node-cron does not export its matcher; its bundle does (the scheduler itself uses it).
 import { T as NodeCronMatcher } from './node_modules/node-cron/dist/_shared.js';
+
+// npm `cron` uses luxon through require(); take that very instance. luxon resolves a
+// repeated local time with the zone's offset at the moment the process first asked
+// (Settings.now), so a process started in winter and one started in summer schedule the
+// repeated hour differently. Pin "now" to a winter date so the vectors are reproducible;
+// batchguard assumes a process started on standard time (docs/schedules.md).
+const require = createRequire(import.meta.url);
+const { DateTime, Settings } = require('luxon');
+const PINNED_NOW = Date.parse('2026-01-15T12:00:00Z');
+Settings.now = () => PINNED_NOW;
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cases = JSON.parse(readFileSync(join(here, 'cases.json'), 'utf8'));

@@ -37,7 +37,8 @@ fn wall(date: Date, sod: u32) -> DateTime {
     let h = (sod / 3600) as i8;
     let m = ((sod / 60) % 60) as i8;
     let s = (sod % 60) as i8;
-    DateTime::new(date.year(), date.month(), date.day(), h, m, s, 0).unwrap_or(date.to_datetime(jiff::civil::Time::midnight()))
+    DateTime::new(date.year(), date.month(), date.day(), h, m, s, 0)
+        .unwrap_or(date.to_datetime(jiff::civil::Time::midnight()))
 }
 
 fn ts(secs: i64) -> Option<Timestamp> {
@@ -74,7 +75,11 @@ impl Spec {
         if !dom && self.dom_last && d == last {
             dom = true;
         }
-        if !dom && self.dom_last_minus != 0 && last > d && self.dom_last_minus & (1 << (last - d)) != 0 {
+        if !dom
+            && self.dom_last_minus != 0
+            && last > d
+            && self.dom_last_minus & (1 << (last - d)) != 0
+        {
             dom = true;
         }
         if !dom && (self.dom_nearest != 0 || self.dom_last_weekday) {
@@ -141,7 +146,13 @@ pub(crate) struct Engine<'a> {
 
 impl<'a> Engine<'a> {
     pub(crate) fn new(spec: &'a Spec, sods: &'a [u32], dialect: Dialect, tz: &'a TimeZone) -> Self {
-        Engine { spec, sods, dialect, tz, calm: None }
+        Engine {
+            spec,
+            sods,
+            dialect,
+            tz,
+            calm: None,
+        }
     }
 
     /// The constant offset of a calm day, or `None` when a transition is near.
@@ -203,7 +214,9 @@ impl<'a> Engine<'a> {
     fn resolve(&self, dt: DateTime, local: i64, out: &mut Vec<i64>) {
         let tz = self.tz;
         match tz.to_ambiguous_timestamp(dt).offset() {
-            AmbiguousOffset::Unambiguous { offset } => out.push(local - i64::from(offset.seconds())),
+            AmbiguousOffset::Unambiguous { offset } => {
+                out.push(local - i64::from(offset.seconds()))
+            }
             AmbiguousOffset::Gap { before: _, after } => {
                 let runs_late = match self.dialect {
                     Dialect::Crontab | Dialect::Croner => self.spec.fixed,
@@ -247,7 +260,9 @@ impl<'a> Engine<'a> {
             return c1;
         }
         let c2 = local - off2;
-        let reads_back = |c: i64| local_of(tz, c).map(|d| local_day_secs(d.date()) + secs_of_day(d)) == Some(local);
+        let reads_back = |c: i64| {
+            local_of(tz, c).map(|d| local_day_secs(d.date()) + secs_of_day(d)) == Some(local)
+        };
         if reads_back(c1) {
             c1
         } else if reads_back(c2) {
@@ -268,7 +283,9 @@ impl<'a> Engine<'a> {
         let mut t = day_start - 1;
         // At most one fire per scheduled second of the day, plus the repeated hour.
         for _ in 0..self.sods.len() * 2 + 8 {
-            let Some((at, wdate)) = self.cron_npm_next(t) else { break };
+            let Some((at, wdate)) = self.cron_npm_next(t) else {
+                break;
+            };
             if wdate != date || at <= t {
                 break;
             }
@@ -284,7 +301,14 @@ impl<'a> Engine<'a> {
         let start_wall = local_of(tz, start)?;
         let (wdate, sod) = self.next_wall_after(start_wall)?;
         let local = local_day_secs(wdate) + i64::from(sod);
-        let mut date = tz.to_ambiguous_timestamp(wall(wdate, sod)).compatible().ok()?.as_second();
+        // luxon: a gap time moves forward by the gap; a repeated time takes the offset
+        // luxon guessed at process start, which is standard time (the later instant) for a
+        // process started in winter. See docs/schedules.md.
+        let mut date = match tz.to_ambiguous_timestamp(wall(wdate, sod)).offset() {
+            AmbiguousOffset::Unambiguous { offset } => local - i64::from(offset.seconds()),
+            AmbiguousOffset::Gap { before, .. } => local - i64::from(before.seconds()),
+            AmbiguousOffset::Fold { after, .. } => local - i64::from(after.seconds()),
+        };
         let dl = local_of(tz, date)?;
         let (eh, em) = ((sod / 3600) as i8, ((sod / 60) % 60) as i8);
         let jan1 = tz
@@ -298,14 +322,14 @@ impl<'a> Engine<'a> {
                 date -= 60;
                 n += 1;
             }
-            let _ = local;
             return Some((date, wdate));
         }
         let hour = |s: i64| local_of(tz, s).map(|d| d.hour());
         let minute = |s: i64| local_of(tz, s).map(|d| d.minute());
         let hour_test = date - 3600;
         let two_hour = date - 7200;
-        if (hour(hour_test) == hour(date) || hour(two_hour) == hour(hour_test)) && hour_test > start {
+        if (hour(hour_test) == hour(date) || hour(two_hour) == hour(hour_test)) && hour_test > start
+        {
             date = hour_test;
         }
         let half = date - 1800;

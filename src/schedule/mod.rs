@@ -80,7 +80,10 @@ impl FromStr for Dialect {
             .find(|d| d.as_str() == s)
             .ok_or_else(|| {
                 let names: Vec<_> = Dialect::ALL.iter().map(|d| d.as_str()).collect();
-                format!("unknown dialect `{s}` (expected one of {})", names.join(", "))
+                format!(
+                    "unknown dialect `{s}` (expected one of {})",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -294,14 +297,20 @@ impl Schedule {
     }
 
     fn effects_at(&self, tz: &TimeZone, t: i64, before: i64, after: i64, out: &mut Vec<DstEffect>) {
-        let Ok(transition) = Timestamp::from_second(t) else { return };
+        let Ok(transition) = Timestamp::from_second(t) else {
+            return;
+        };
         let (kind, lo, hi) = if after > before {
             (DstKind::Gap, t + before, t + after)
         } else {
             (DstKind::Repeat, t + after, t + before)
         };
         // Wall-clock candidates in [lo, hi) (local seconds), plus the hour after a repeat.
-        let window_hi = if kind == DstKind::Repeat { hi + 3600 } else { hi };
+        let window_hi = if kind == DstKind::Repeat {
+            hi + 3600
+        } else {
+            hi
+        };
         let from = t - 2 * 86_400;
         let to = t + 2 * 86_400;
         let (Ok(f), Ok(e)) = (Timestamp::from_second(from), Timestamp::from_second(to)) else {
@@ -329,7 +338,9 @@ impl Schedule {
                     if local < lo || local >= window_hi {
                         continue;
                     }
-                    let Some(wall) = wall_of(day, sod) else { continue };
+                    let Some(wall) = wall_of(day, sod) else {
+                        continue;
+                    };
                     let action = if local >= hi {
                         // The hour after a repeated hour: only npm `cron` adds a run there.
                         let s = local - after;
@@ -362,8 +373,12 @@ impl Schedule {
                                 first: ts_or(e1, transition),
                                 second: ts_or(l1, transition),
                             },
-                            (true, false) => DstAction::RunsOnce { at: ts_or(e1, transition) },
-                            (false, true) => DstAction::RunsOnce { at: ts_or(l1, transition) },
+                            (true, false) => DstAction::RunsOnce {
+                                at: ts_or(e1, transition),
+                            },
+                            (false, true) => DstAction::RunsOnce {
+                                at: ts_or(l1, transition),
+                            },
                             (false, false) => DstAction::Skipped,
                         }
                     };

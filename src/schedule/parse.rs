@@ -316,7 +316,9 @@ fn parse_fields(expr: &str, d: Dialect, from_macro: bool) -> Result<Spec, CronEr
         // croner (fixedTimeRule "single-value"): one value each in seconds, minutes, hours.
         Dialect::Croner => [(sec_t, sec.bits), (min_t, min.bits), (hour_t, hour.bits)]
             .iter()
-            .all(|(t, b)| !t.contains('*') && !t.contains('?') && !t.contains('/') && b.count_ones() == 1),
+            .all(|(t, b)| {
+                !t.contains('*') && !t.contains('?') && !t.contains('/') && b.count_ones() == 1
+            }),
         _ => false,
     };
     let _ = from_macro;
@@ -411,10 +413,19 @@ fn parse_field(text: &str, span: Range<usize>, kind: Kind, d: Dialect) -> Result
     Ok(f)
 }
 
-fn parse_part(part: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mut Field) -> Result<(), CronError> {
+fn parse_part(
+    part: &str,
+    span: Range<usize>,
+    kind: Kind,
+    d: Dialect,
+    f: &mut Field,
+) -> Result<(), CronError> {
     let what = kind.name();
     if part.is_empty() {
-        return Err(invalid(format!("empty list item in the {what} field"), span));
+        return Err(invalid(
+            format!("empty list item in the {what} field"),
+            span,
+        ));
     }
     let upper = part.to_ascii_uppercase();
     // Calendar specials: L, W and # (node-cron and croner only).
@@ -431,9 +442,9 @@ fn parse_part(part: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mut Fi
     }
     let (base, step) = match upper.split_once('/') {
         Some((b, s)) => {
-            let step: u32 = s
-                .parse()
-                .map_err(|_| invalid(format!("bad step `{s}` in the {what} field"), span.clone()))?;
+            let step: u32 = s.parse().map_err(|_| {
+                invalid(format!("bad step `{s}` in the {what} field"), span.clone())
+            })?;
             if step == 0 {
                 return Err(invalid(format!("step 0 in the {what} field"), span));
             }
@@ -442,7 +453,11 @@ fn parse_part(part: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mut Fi
         None => (upper.as_str(), None),
     };
     let (lo_b, hi_b) = kind.bounds(d);
-    let (lo_all, hi_all) = if kind == Kind::Dow { (0, 6) } else { (lo_b, hi_b) };
+    let (lo_all, hi_all) = if kind == Kind::Dow {
+        (0, 6)
+    } else {
+        (lo_b, hi_b)
+    };
     let star = base == "*" || (base == "?" && matches!(d, Dialect::Kubernetes | Dialect::Croner));
     let (lo, hi) = if star {
         if step.unwrap_or(1) <= 1 {
@@ -459,7 +474,9 @@ fn parse_part(part: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mut Fi
         let a = value(base, kind, d, &span)?;
         match step {
             // `5/15`: robfig, npm `cron` and Debian cron read "from 5 to the end".
-            Some(_) if matches!(d, Dialect::Crontab | Dialect::Kubernetes | Dialect::CronNpm) => (a, hi_b),
+            Some(_) if matches!(d, Dialect::Crontab | Dialect::Kubernetes | Dialect::CronNpm) => {
+                (a, hi_b)
+            }
             Some(_) => {
                 return Err(invalid(
                     format!("`{part}`: dialect {d} needs `*/step` or `a-b/step`"),
@@ -470,8 +487,13 @@ fn parse_part(part: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mut Fi
         }
     };
     if let Some(s) = step {
-        if d == Dialect::Croner && s > hi_all - lo_all + 1 + u32::from(kind == Kind::Dom || kind == Kind::Month) {
-            return Err(invalid(format!("step {s} is larger than the {what} field"), span));
+        if d == Dialect::Croner
+            && s > hi_all - lo_all + 1 + u32::from(kind == Kind::Dom || kind == Kind::Month)
+        {
+            return Err(invalid(
+                format!("step {s} is larger than the {what} field"),
+                span,
+            ));
         }
     }
     let step = step.unwrap_or(1);
@@ -491,7 +513,10 @@ fn parse_part(part: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mut Fi
             }
             return Ok(());
         }
-        return Err(invalid(format!("range `{part}` runs backwards in the {what} field"), span));
+        return Err(invalid(
+            format!("range `{part}` runs backwards in the {what} field"),
+            span,
+        ));
     }
     let mut v = lo;
     while v <= hi {
@@ -504,12 +529,23 @@ fn parse_part(part: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mut Fi
 fn looks_special(upper: &str, kind: Kind) -> bool {
     match kind {
         Kind::Dom => upper == "L" || upper.starts_with("L-") || upper.ends_with('W'),
-        Kind::Dow => upper.contains('#') || (upper.ends_with('L') && upper.len() > 1 && !DAYS.iter().any(|n| upper.ends_with(n))),
+        Kind::Dow => {
+            upper.contains('#')
+                || (upper.ends_with('L')
+                    && upper.len() > 1
+                    && !DAYS.iter().any(|n| upper.ends_with(n)))
+        }
         _ => false,
     }
 }
 
-fn parse_special(upper: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mut Field) -> Result<(), CronError> {
+fn parse_special(
+    upper: &str,
+    span: Range<usize>,
+    kind: Kind,
+    d: Dialect,
+    f: &mut Field,
+) -> Result<(), CronError> {
     let bad = |m: String| invalid(m, span.clone());
     if kind == Kind::Dom {
         if upper == "L" {
@@ -550,7 +586,9 @@ fn parse_special(upper: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mu
         }
         i as u32
     } else {
-        let v: u32 = day.parse().map_err(|_| bad(format!("bad weekday in `{upper}`")))?;
+        let v: u32 = day
+            .parse()
+            .map_err(|_| bad(format!("bad weekday in `{upper}`")))?;
         if v > 7 {
             return Err(bad(format!("weekday {v} is out of range 0-7")));
         }
@@ -562,7 +600,9 @@ fn parse_special(upper: &str, span: Range<usize>, kind: Kind, d: Dialect, f: &mu
     if nth == "L" {
         f.dow_last |= 1 << day;
     } else {
-        let n: u32 = nth.parse().map_err(|_| bad(format!("bad `#` in `{upper}`")))?;
+        let n: u32 = nth
+            .parse()
+            .map_err(|_| bad(format!("bad `#` in `{upper}`")))?;
         if !(1..=5).contains(&n) {
             return Err(bad(format!("`{upper}`: the n-th weekday must be 1-5")));
         }
@@ -579,7 +619,10 @@ fn value(t: &str, kind: Kind, d: Dialect, span: &Range<usize>) -> Result<u32, Cr
     let what = kind.name();
     if let Ok(v) = t.parse::<u32>() {
         if v < lo || v > hi {
-            return Err(invalid(format!("{v} is out of range {lo}-{hi} for {what}"), span.clone()));
+            return Err(invalid(
+                format!("{v} is out of range {lo}-{hi} for {what}"),
+                span.clone(),
+            ));
         }
         return Ok(v);
     }
@@ -603,5 +646,8 @@ fn value(t: &str, kind: Kind, d: Dialect, span: &Range<usize>) -> Result<u32, Cr
             return Ok(i as u32 + base);
         }
     }
-    Err(invalid(format!("`{t}` is not a valid {what}"), span.clone()))
+    Err(invalid(
+        format!("`{t}` is not a valid {what}"),
+        span.clone(),
+    ))
 }
