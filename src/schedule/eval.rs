@@ -344,10 +344,10 @@ impl<'a> Engine<'a> {
     fn next_wall_after(&self, after: DateTime) -> Option<(Date, u32)> {
         let mut date = after.date();
         let after_sod = secs_of_day_u32(after);
-        if self.spec.day_matches(date) {
-            if let Some(&s) = self.sods.iter().find(|&&s| s > after_sod) {
-                return Some((date, s));
-            }
+        if self.spec.day_matches(date)
+            && let Some(&s) = self.sods.iter().find(|&&s| s > after_sod)
+        {
+            return Some((date, s));
         }
         let first = *self.sods.first()?;
         for _ in 0..366 * 30 {

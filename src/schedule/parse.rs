@@ -486,15 +486,15 @@ fn parse_part(
             None => (a, a),
         }
     };
-    if let Some(s) = step {
-        if d == Dialect::Croner
-            && s > hi_all - lo_all + 1 + u32::from(kind == Kind::Dom || kind == Kind::Month)
-        {
-            return Err(invalid(
-                format!("step {s} is larger than the {what} field"),
-                span,
-            ));
-        }
+    // croner refuses a step larger than the field.
+    if let Some(s) = step
+        && d == Dialect::Croner
+        && s > hi_all - lo_all + 1 + u32::from(kind == Kind::Dom || kind == Kind::Month)
+    {
+        return Err(invalid(
+            format!("step {s} is larger than the {what} field"),
+            span,
+        ));
     }
     let step = step.unwrap_or(1);
     if lo > hi {
@@ -509,7 +509,8 @@ fn parse_part(
                     v -= size;
                 }
                 f.set(kind, v);
-                o += step;
+                let Some(n) = o.checked_add(step) else { break };
+                o = n;
             }
             return Ok(());
         }
@@ -521,7 +522,8 @@ fn parse_part(
     let mut v = lo;
     while v <= hi {
         f.set(kind, v);
-        v += step;
+        let Some(n) = v.checked_add(step) else { break };
+        v = n;
     }
     Ok(())
 }
