@@ -6,5 +6,6 @@ pub mod finding;
 pub mod lint;
 pub mod manifest;
 pub mod report;
+pub mod schedule;
 pub mod schema;
 pub mod source;
