@@ -114,7 +114,11 @@ fn explain(rule: &str) -> ExitCode {
         Some(m) => {
             print(&format!(
                 "# {} {}\n\nDefault severity: {}. Fires when {}.\n\n{}",
-                m.code, m.name, m.severity, m.summary, m.docs
+                m.code,
+                m.name,
+                m.severity,
+                m.summary,
+                m.doc_text()
             ));
             ExitCode::SUCCESS
         }

@@ -18,6 +18,18 @@ pub struct RuleMeta {
     pub docs: &'static str,
 }
 
+impl RuleMeta {
+    /// The documentation as Markdown: doc-comment lines arrive with the space after `///`.
+    pub fn doc_text(&self) -> String {
+        let mut out = String::with_capacity(self.docs.len());
+        for line in self.docs.lines() {
+            out.push_str(line.strip_prefix(' ').unwrap_or(line));
+            out.push('\n');
+        }
+        out
+    }
+}
+
 pub trait Rule: Sync {
     fn meta(&self) -> &'static RuleMeta;
     /// Looks at one job (defaults merged in).

@@ -17,7 +17,7 @@ pub fn render(run: &LintRun) -> String {
                 "name": m.name,
                 "shortDescription": { "text": m.summary },
                 "fullDescription": { "text": m.summary },
-                "help": { "text": m.help, "markdown": m.docs },
+                "help": { "text": m.help, "markdown": m.doc_text() },
                 "defaultConfiguration": { "level": level(m.severity) },
                 "properties": { "tags": ["batchguard"] },
             })

@@ -4,7 +4,8 @@ use crate::lint::rule::{Emitter, Rule, RuleMeta};
 
 declare_rule! {
     /// ## What it does
-    /// Reports a job without `name`, `schedule` or `expected_duration`. (A missing lock,
+    /// Reports a job without `name`, `schedule` or `expected_duration`, and a lock without
+    /// `ttl`. (A missing lock,
     /// idempotency, retry, dead letter or runbook field has a rule of its own.)
     ///
     /// ## Why it matters
@@ -60,6 +61,18 @@ impl Rule for MissingField {
                 "add `expected_duration:` (how long one run normally takes, e.g. 10m)",
             ),
         ];
+        // A lock without a TTL never expires after a crash (or expires when the store's
+        // default says, which nobody reviewed): the TTL is part of a lock.
+        if let Some(lock) = job.lock.get()
+            && !lock.value.is_disabled()
+            && lock.value.ttl.is_absent()
+        {
+            out.emit_with_help(
+                lock.value.span,
+                format!("job `{}`: the lock has no `ttl`", cx.job_name()),
+                "add `ttl:` of 2-3x expected_duration, so a crashed run's lock expires",
+            );
+        }
         for (field, absent, help) in missing {
             if absent {
                 out.emit_with_help(
