@@ -1,0 +1,160 @@
+//! The run ledger (SPEC 5): what really happened, as events and applied outputs.
+//!
+//! Readers (CSV, JSONL, SQLite, PostgreSQL) turn rows into these types one at a time;
+//! the audit consumes them as streams and never holds all rows. A row that cannot be read
+//! is a [`RowError`] with its location: counted and reported, never dropped silently.
+
+use jiff::Timestamp;
+use std::fmt;
+
+/// What an event row records (SPEC 5.1 `event`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    Start,
+    End,
+    /// Lock not acquired.
+    Skip,
+    /// Input quarantined.
+    DeadLetter,
+    /// An operator's recovery action.
+    Manual,
+}
+
+impl EventKind {
+    pub const WORDS: &'static [&'static str] = &["start", "end", "skip", "dead_letter", "manual"];
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "start" => EventKind::Start,
+            "end" => EventKind::End,
+            "skip" => EventKind::Skip,
+            "dead_letter" => EventKind::DeadLetter,
+            "manual" => EventKind::Manual,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        Self::WORDS[self as usize]
+    }
+}
+
+/// Outcome on an `end` event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    Success,
+    Failure,
+}
+
+impl Status {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "success" => Some(Status::Success),
+            "failure" => Some(Status::Failure),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Success => "success",
+            Status::Failure => "failure",
+        }
+    }
+}
+
+/// Why an execution ran (SPEC 5.1 `trigger`; default `schedule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Trigger {
+    #[default]
+    Schedule,
+    Retry,
+    Manual,
+    Replay,
+}
+
+impl Trigger {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "" | "schedule" => Trigger::Schedule,
+            "retry" => Trigger::Retry,
+            "manual" => Trigger::Manual,
+            "replay" => Trigger::Replay,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Retry => "retry",
+            Trigger::Manual => "manual",
+            Trigger::Replay => "replay",
+        }
+    }
+}
+
+/// One event row (SPEC 5.1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub run_id: String,
+    /// Job name, or `service/name`.
+    pub job: String,
+    pub scheduled_at: Timestamp,
+    pub event: EventKind,
+    pub at: Timestamp,
+    pub instance: Option<String>,
+    /// 1 for the first attempt of a slot; absent means 1.
+    pub attempt: Option<u32>,
+    /// On `end`.
+    pub status: Option<Status>,
+    /// On a failed `end` and on `dead_letter`.
+    pub error_code: Option<String>,
+    /// On `start`: `sha256:<hex>` of the input snapshot.
+    pub snapshot_digest: Option<String>,
+    pub trigger: Trigger,
+}
+
+/// One applied output (SPEC 5.2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Output {
+    pub job: String,
+    pub scheduled_at: Timestamp,
+    pub run_id: String,
+    pub output_key: String,
+    pub at: Timestamp,
+}
+
+/// Where a row came from, for messages: `ledger.csv:1042` or `postgres batchguard_events row 17`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowLocation {
+    pub source: String,
+    /// 1-based line (files) or row number (databases).
+    pub row: u64,
+}
+
+impl fmt::Display for RowLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.source, self.row)
+    }
+}
+
+/// A row that could not be read; counted in `rows_rejected` and listed in the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowError {
+    pub at: RowLocation,
+    /// Column that was wrong, when one was.
+    pub column: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for RowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.column {
+            Some(c) => write!(f, "{}: column `{c}`: {}", self.at, self.message),
+            None => write!(f, "{}: {}", self.at, self.message),
+        }
+    }
+}
+
+/// A source that cannot be read at all (missing file, unreachable server, bad DSN):
+/// exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceError(pub String);
