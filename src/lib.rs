@@ -9,4 +9,5 @@ pub mod manifest;
 pub mod report;
 pub mod schedule;
 pub mod schema;
+pub mod slots;
 pub mod source;

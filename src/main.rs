@@ -37,6 +37,13 @@ fn main() -> ExitCode {
             });
             ExitCode::SUCCESS
         }
+        Command::Slots(args) => match batchguard::slots::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{:?}", miette::Report::new(e));
+                ExitCode::from(CANNOT_RUN)
+            }
+        },
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "batchguard", &mut std::io::stdout());

@@ -80,8 +80,22 @@ impl JobCx<'_> {
     }
 }
 
+/// The manifest's cron dialect: `deployment.scheduler`, else the platform's default
+/// (SPEC 4), else `crontab`.
+pub fn manifest_scheduler(manifest: &Manifest) -> Scheduler {
+    let deployment = manifest.deployment.value();
+    deployment
+        .and_then(|d| d.scheduler.value().copied())
+        .or_else(|| {
+            deployment
+                .and_then(|d| d.platform.value())
+                .map(|p| p.default_scheduler())
+        })
+        .unwrap_or(Scheduler::Crontab)
+}
+
 /// The manifest's dialect word as the schedule engine names it.
-fn dialect_of(s: Scheduler) -> Dialect {
+pub fn dialect_of(s: Scheduler) -> Dialect {
     match s {
         Scheduler::Crontab => Dialect::Crontab,
         Scheduler::Kubernetes => Dialect::Kubernetes,
@@ -408,15 +422,7 @@ fn run_job_rules(
     out: &mut Vec<Finding>,
 ) {
     let manifest = &loaded.manifest;
-    let deployment = manifest.deployment.value();
-    let scheduler = deployment
-        .and_then(|d| d.scheduler.value().copied())
-        .or_else(|| {
-            deployment
-                .and_then(|d| d.platform.value())
-                .map(|p| p.default_scheduler())
-        })
-        .unwrap_or(Scheduler::Crontab);
+    let scheduler = manifest_scheduler(manifest);
     let ranges = job_ranges(loaded, file);
     for (i, job) in loaded.jobs.iter().enumerate() {
         let cx = JobCx {

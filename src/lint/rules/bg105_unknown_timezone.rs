@@ -60,8 +60,8 @@ impl Rule for UnknownTimezone {
 }
 
 /// The closest known zone name: by spelling, or by the city part (`New York` ->
-/// `America/New_York`).
-fn suggest(name: &str) -> Option<String> {
+/// `America/New_York`). `batchguard slots` uses it too.
+pub(crate) fn suggest(name: &str) -> Option<String> {
     let db = jiff::tz::db();
     let names: Vec<String> = db.available().map(|n| n.as_str().to_owned()).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
