@@ -121,7 +121,11 @@ fn describe(group: &[DstEffect], tz: &TimeZone, dialect: Dialect) -> String {
         DstAction::Skipped => format!("{dialect} skips {it}"),
         DstAction::RunsLate { at } => {
             if group.iter().all(|e| e.action == DstAction::RunsLate { at }) {
-                format!("{dialect} runs {it} late, once, at {}", when(at))
+                if many {
+                    format!("{dialect} runs them once, late, at {}", when(at))
+                } else {
+                    format!("{dialect} runs it late, at {}", when(at))
+                }
             } else {
                 format!("{dialect} runs {it} late, just after the change")
             }
@@ -180,7 +184,7 @@ mod tests {
         );
         let m = message("30 2 * * *", "America/New_York", "crontab").expect("fires");
         assert!(
-            m.contains("crontab runs it late, once, at 2026-03-08T03:00:00-04:00"),
+            m.contains("crontab runs it late, at 2026-03-08T03:00:00-04:00"),
             "{m}"
         );
         let m = message("30 1 * * *", "America/New_York", "kubernetes").expect("fires");
