@@ -170,6 +170,29 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn equals_full_enumeration_for_random_schedules(
+            m in proptest::sample::select(vec!["*", "*/7", "0", "0,59", "15-20", "*/15", "30"]),
+            h in proptest::sample::select(vec!["*", "1", "1,2", "2", "0-3", "*/5", "23"]),
+            dom in proptest::sample::select(vec!["*", "1", "15", "31", "*/10"]),
+            dow in proptest::sample::select(vec!["*", "0", "1-5"]),
+            d in proptest::sample::select(Dialect::ALL.to_vec()),
+            zone in proptest::sample::select(vec!["UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe"]),
+            start in 0i64..400,
+            days in 1i64..400,
+        ) {
+            let expr = format!("{m} {h} {dom} * {dow}");
+            if let Ok(s) = Schedule::parse(&expr, d) {
+                let tz = TimeZone::get(zone).expect("known zone");
+                let f = Timestamp::from_second(1_767_225_600 + start * 86_400 + 1_234).expect("instant");
+                let t = Timestamp::from_second(f.as_second() + days * 86_400).expect("instant");
+                proptest::prop_assert_eq!(s.shortest_gap(&tz, f, t), s.min_gap(&tz, f, t), "{} ({}) in {}", expr, d, zone);
+            }
+        }
+    }
+
     #[test]
     fn seconds_and_empty_windows() {
         check(
