@@ -10,3 +10,4 @@ pub mod report;
 pub mod schedule;
 pub mod schema;
 pub mod source;
+pub mod sources;
