@@ -612,9 +612,11 @@ pub fn manifest_facts(
                     .value
                     .iter()
                     .map(|d| {
+                        // A sequence's span may cover only its first token: look ahead.
+                        let end = (list.span.start + 64 * 1024).min(file.text.len());
                         let within = file
                             .text
-                            .get(list.span.start..list.span.end())
+                            .get(list.span.start..end)
                             .and_then(|t| t.find(d.as_str()))
                             .map_or(list.span, |o| Span::new(list.span.start + o, d.len()));
                         At {
