@@ -34,6 +34,8 @@ pub enum Command {
         #[arg(value_enum)]
         format: SchemaKind,
     },
+    /// Draw jobs by service, dependencies, registrations; duplicates and cycles in red.
+    Graph(GraphArgs),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -56,6 +58,27 @@ pub struct LintArgs {
     /// The moment rules that look ahead count from (RFC 3339), for reproducible runs.
     #[arg(long, value_parser = parse_timestamp)]
     pub now: Option<jiff::Timestamp>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GraphArgs {
+    /// Files and directories to read (default: the current directory, recursively).
+    pub paths: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+    pub format: GraphFormat,
+    /// Config file (default: batchguard.toml found by walking up from the first path).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The moment duplicate detection counts slots from (RFC 3339), for reproducible output.
+    #[arg(long, value_parser = parse_timestamp)]
+    pub now: Option<jiff::Timestamp>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz DOT.
+    Dot,
+    Mermaid,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

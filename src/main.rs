@@ -1,6 +1,8 @@
 //! Thin entry point: parse arguments, call one function, map the result to an exit code.
 
-use batchguard::cli::{Cli, Command, FailOn, LintArgs, LintFormat, RulesFormat, SchemaKind};
+use batchguard::cli::{
+    Cli, Command, FailOn, GraphArgs, GraphFormat, LintArgs, LintFormat, RulesFormat, SchemaKind,
+};
 use batchguard::config::{self, Settings};
 use batchguard::finding::Severity;
 use batchguard::lint::{self, LintOptions, registry};
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
             });
             ExitCode::SUCCESS
         }
+        Command::Graph(args) => graph_cmd(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "batchguard", &mut std::io::stdout());
@@ -96,6 +99,43 @@ fn lint_cmd(args: LintArgs) -> ExitCode {
         FailOn::Warning => run.count(Severity::Error) + run.count(Severity::Warning),
     };
     ExitCode::from(if failing > 0 { FOUND } else { 0 })
+}
+
+fn graph_cmd(args: GraphArgs) -> ExitCode {
+    let paths = if args.paths.is_empty() {
+        vec![std::path::PathBuf::from(".")]
+    } else {
+        args.paths
+    };
+    let config_path = args.config.clone().or_else(|| config::discover(&paths[0]));
+    let settings = match config_path {
+        Some(p) => match config::load(&p, |k| registry::find(k).is_some()) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{:?}", miette::Report::new(*e));
+                return ExitCode::from(CANNOT_RUN);
+            }
+        },
+        None => Settings::default(),
+    };
+    let now = args.now.unwrap_or_else(jiff::Timestamp::now);
+    let run = lint::run(&LintOptions {
+        paths,
+        settings,
+        now,
+    });
+    if !run.unreadable.is_empty() {
+        for (path, why) in &run.unreadable {
+            eprintln!("error: cannot read {}: {why}", path.display());
+        }
+        return ExitCode::from(CANNOT_RUN);
+    }
+    let format = match args.format {
+        GraphFormat::Dot => batchguard::graph::Format::Dot,
+        GraphFormat::Mermaid => batchguard::graph::Format::Mermaid,
+    };
+    print(&batchguard::graph::render(&run, now, format));
+    ExitCode::SUCCESS
 }
 
 fn rules_table() -> String {
