@@ -247,3 +247,31 @@ fn ambiguous_dependency_lists_candidates() {
         "{m}"
     );
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in fs::read_dir(from).expect("read dir").filter_map(Result::ok) {
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            fs::create_dir_all(&target).expect("mkdir");
+            copy_tree(&e.path(), &target);
+        } else {
+            fs::copy(e.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn a_cross_file_finding_can_be_allowed_with_a_reason() {
+    let dir = tempfile::tempdir().expect("tmp");
+    copy_tree(Path::new("fixtures/rules/BG601/bad"), dir.path());
+    let m = dir.path().join("billing.batchguard.yaml");
+    let text = fs::read_to_string(&m).expect("read").replace(
+        "  - name: settle-payments",
+        "  # batchguard: allow BG601 -- crontab removed in the next deploy (OPS-123)\n  - name: settle-payments",
+    );
+    fs::write(&m, text).expect("write");
+    let v = json(dir.path(), None);
+    assert!(findings(&v, "BG601").is_empty(), "{v}");
+    assert!(findings(&v, "BG902").is_empty(), "{v}");
+    assert_eq!(v["summary"]["suppressed"], 1, "{v}");
+}

@@ -498,7 +498,7 @@ pub(crate) fn apply_suppressions(
             ));
         }
         for (code, span, used) in &s.codes {
-            if *used {
+            if *used || cross::is_cross_code(code) {
                 continue;
             }
             let message = if registry::find(code).is_none() {
