@@ -275,3 +275,21 @@ fn a_cross_file_finding_can_be_allowed_with_a_reason() {
     assert!(findings(&v, "BG902").is_empty(), "{v}");
     assert_eq!(v["summary"]["suppressed"], 1, "{v}");
 }
+
+#[test]
+fn a_huge_crontab_of_one_command_is_bounded() {
+    // 20,000 lines of one command on 1,440 distinct schedules: one duplicated job, found
+    // without comparing every pair of lines.
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut text = String::from("CRON_TZ=UTC\n");
+    for i in 0..20_000 {
+        text.push_str(&format!(
+            "{} {} * * * flock -n /l node x.js\n",
+            i % 60,
+            (i / 60) % 24
+        ));
+    }
+    fs::write(dir.path().join("crontab"), text).expect("write");
+    let v = json(dir.path(), None);
+    assert!(!findings(&v, "BG601").is_empty(), "{}", v["summary"]);
+}

@@ -104,6 +104,12 @@ pub struct Analysis<'a> {
 
 const YEAR_SECS: i64 = 366 * 24 * 3600;
 
+/// Distinct schedules of one command compared slot by slot. Real trees have a handful; the
+/// cap bounds time and memory (a minutely schedule is ~527,000 slots a year) on hostile input.
+pub const MAX_SCHEDULES_PER_COMMAND: usize = 32;
+
+type ScheduleKey = (Option<String>, Dialect, String);
+
 fn tz_of(name: &str) -> Option<TimeZone> {
     TimeZone::get(name).ok()
 }
@@ -304,13 +310,37 @@ impl<'a> Analysis<'a> {
             }
         }
         for places in by_argv.values().filter(|p| p.len() > 1) {
-            let slots: Vec<Option<Vec<i64>>> = places.iter().map(|&p| self.slots_of(p)).collect();
-            for i in 0..places.len() {
-                for k in i + 1..places.len() {
+            // Places with the same expression, dialect and zone have the same slots: one
+            // enumeration per distinct schedule, pairwise only between distinct ones.
+            let mut by_sched: Vec<(ScheduleKey, Vec<Place>)> = Vec::new();
+            let mut seen: HashMap<ScheduleKey, usize> = HashMap::new();
+            for &p in places {
+                let key = self.schedule_key(p);
+                match seen.get(&key) {
+                    Some(&i) => by_sched[i].1.push(p),
+                    None => {
+                        seen.insert(key.clone(), by_sched.len());
+                        by_sched.push((key, vec![p]));
+                    }
+                }
+            }
+            by_sched.truncate(MAX_SCHEDULES_PER_COMMAND);
+            let slots: Vec<Option<Vec<i64>>> = by_sched
+                .iter()
+                .map(|(_, ps)| ps.first().and_then(|&p| self.slots_of(p)))
+                .collect();
+            for (i, (_, ps)) in by_sched.iter().enumerate() {
+                if slots[i].as_ref().is_some_and(|s| !s.is_empty()) {
+                    for w in ps.windows(2) {
+                        dsu.union(idx(w[0]), idx(w[1]));
+                    }
+                }
+                for k in i + 1..by_sched.len() {
                     if let (Some(a), Some(b)) = (&slots[i], &slots[k])
                         && share_a_slot(a, b)
+                        && let (Some(&x), Some(&y)) = (ps.first(), by_sched[k].1.first())
                     {
-                        dsu.union(idx(places[i]), idx(places[k]));
+                        dsu.union(idx(x), idx(y));
                     }
                 }
             }
@@ -326,6 +356,14 @@ impl<'a> Analysis<'a> {
             self.groups[g].places.push(p);
             self.group_of.insert(p, g);
         }
+        let mut tie_count: HashMap<usize, u64> = HashMap::new();
+        for (r, t) in self.ties.iter().enumerate() {
+            if let Some(j) = t
+                && !self.project.regs[r].suspended()
+            {
+                *tie_count.entry(*j).or_default() += 1;
+            }
+        }
         let mut groups = std::mem::take(&mut self.groups);
         for g in &mut groups {
             g.places
@@ -335,17 +373,21 @@ impl<'a> Analysis<'a> {
             for p in &g.places {
                 match *p {
                     Place::Job(j) => {
-                        let tied = self.ties.iter().filter(|t| **t == Some(j)).count() as u64;
+                        let tied = tie_count.get(&j).copied().unwrap_or(0);
                         runners += tied.max(1);
                         if tied == 0 {
                             instances = instances.saturating_add(self.project.jobs[j].instances);
                         }
                     }
                     Place::Reg(r) => {
+                        let reg = &self.project.regs[r];
+                        if reg.suspended() {
+                            continue;
+                        }
                         if self.ties[r].is_none() {
                             runners += 1;
                         }
-                        instances = instances.saturating_add(self.project.regs[r].instances);
+                        instances = instances.saturating_add(reg.instances);
                     }
                 }
             }
@@ -353,6 +395,27 @@ impl<'a> Analysis<'a> {
             g.duplicate = runners >= 2;
         }
         self.groups = groups;
+    }
+
+    fn schedule_key(&self, p: Place) -> ScheduleKey {
+        match p {
+            Place::Job(j) => {
+                let job = &self.project.jobs[j];
+                (
+                    job.schedule.as_ref().map(|s| s.value.clone()),
+                    job.dialect,
+                    job.zone().to_owned(),
+                )
+            }
+            Place::Reg(r) => {
+                let reg = &self.project.regs[r];
+                (
+                    reg.schedule.as_ref().map(|s| s.value.clone()),
+                    reg.dialect,
+                    reg.zone().to_owned(),
+                )
+            }
+        }
     }
 
     fn slots_of(&self, p: Place) -> Option<Vec<i64>> {
@@ -462,6 +525,7 @@ impl<'a> Analysis<'a> {
 
     /// A shortest cycle through `start` inside the strongly connected `members`.
     fn cycle_from(&self, start: usize, members: &[usize]) -> Vec<usize> {
+        let members: std::collections::HashSet<usize> = members.iter().copied().collect();
         let inside = |j: usize| members.contains(&j);
         let succ = |j: usize| -> Vec<usize> {
             self.deps[j]

@@ -104,6 +104,14 @@ impl Registration {
         effective_argv(&self.command)
     }
 
+    /// A Kubernetes CronJob with `suspend: true` fires nothing.
+    pub fn suspended(&self) -> bool {
+        self.kube
+            .as_ref()
+            .and_then(|k| k.suspend.as_ref())
+            .is_some_and(|s| s.value)
+    }
+
     /// The timezone name in force (UTC when none is given).
     pub fn zone(&self) -> &str {
         self.timezone.as_ref().map_or("UTC", |t| t.value.as_str())

@@ -2,6 +2,9 @@ use crate::declare_rule;
 use crate::lint::cross::{Analysis, CrossEmitter, group_subject};
 use crate::lint::rule::{Rule, RuleMeta};
 
+/// Places named in the message; every place is still a related location.
+const MAX_LISTED: usize = 10;
+
 declare_rule! {
     /// ## What it does
     /// Finds a job that is registered in more than one place: two or more registrations
@@ -58,11 +61,15 @@ impl Rule for DuplicateRegistration {
                 Some(s) => format!("job `{s}/{job}`"),
                 None => format!("the command of {job}"),
             };
-            let places: Vec<String> = g
+            let mut places: Vec<String> = g
                 .places
                 .iter()
+                .take(MAX_LISTED)
                 .map(|p| format!("{} at {}", cx.describe(*p), cx.where_(*p)))
                 .collect();
+            if g.places.len() > MAX_LISTED {
+                places.push(format!("and {} more", g.places.len() - MAX_LISTED));
+            }
             out.emit(
                 cx.location(first),
                 service,
