@@ -4,7 +4,12 @@
 One command: generates the files, builds batchguard (release), installs check-jsonschema
 from PyPI into .venv-bench, times both (best of N runs, wall clock) and prints the ratio.
 
-    python3 scripts/bench-lint.py [--files 1000] [--jobs-per-file 10] [--runs 5]
+    python3 scripts/bench-lint.py [--files 1000] [--jobs-per-file 10] [--runs 5] [--duplicates 100]
+
+--duplicates N also writes N registrations that duplicate manifest jobs (same argv, same
+slots): half as Kubernetes CronJobs in multi-document files (with a ConfigMap and a
+Deployment around them), half as crontab lines, and times the cross-file lint of
+manifests + registrations next to the manifests alone.
 """
 import argparse
 import os
@@ -16,6 +21,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench-data" / "lint"
+REGS = ROOT / "bench-data" / "lint-registrations"
 VENV = ROOT / ".venv-bench"
 
 JOB = """  - name: {name}
@@ -75,6 +81,65 @@ def generate(files: int, per_file: int) -> None:
         (DATA / f"svc-{f}.batchguard.yaml").write_text(text)
 
 
+CRONJOB = """---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: job-{i}-legacy
+spec:
+  schedule: "{minute} * * * *"
+  concurrencyPolicy: Forbid
+  startingDeadlineSeconds: 300
+  jobTemplate:
+    spec:
+      backoffLimit: 0
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+            - name: job
+              image: registry.example.com/svc:1.0.0
+              command: ["node", "jobs/job-{i}.js", "--chunk", "{i}"]
+"""
+
+AROUND = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: config-{k}
+data:
+  ENABLED: "true"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api-{k}
+spec:
+  replicas: 3
+  template:
+    spec:
+      containers:
+        - name: api
+          image: registry.example.com/api:1.0.0
+"""
+
+
+def generate_duplicates(count: int, total_jobs: int) -> None:
+    """`count` registrations of existing jobs (spread over the tree), CronJobs and crontab lines."""
+    REGS.mkdir(parents=True, exist_ok=True)
+    for old in REGS.glob("*"):
+        old.unlink()
+    step = max(1, total_jobs // max(1, count))
+    picks = [(k * step) % total_jobs for k in range(count)]
+    kube, cron = picks[: count // 2], picks[count // 2:]
+    per_file = 10
+    for k in range(0, len(kube), per_file):
+        docs = [AROUND.format(k=k)] + [CRONJOB.format(i=i, minute=i % 60) for i in kube[k:k + per_file]]
+        (REGS / f"cronjobs-{k // per_file}.yaml").write_text("".join(docs))
+    lines = ["MAILTO=ops@example.com", "CRON_TZ=UTC"]
+    lines += [f"{i % 60} * * * * node jobs/job-{i}.js --chunk {i}" for i in cron]
+    (REGS / "legacy.crontab").write_text("\n".join(lines) + "\n")
+
+
 def best_of(cmd, runs: int, ok=(0, 1)):
     """Best wall time over `runs`, and the CPU seconds (user + sys) of that run."""
     best = (float("inf"), 0.0)
@@ -96,6 +161,8 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--jobs-per-file", type=int, default=10)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--duplicates", type=int, default=0,
+                    help="add this many duplicate registrations (CronJobs and crontab lines)")
     args = ap.parse_args()
 
     generate(args.files, args.jobs_per_file)
@@ -109,12 +176,20 @@ def main() -> None:
     files = sorted(str(p) for p in DATA.glob("*.yaml"))
     ours = best_of([str(ROOT / "target/release/batchguard"), "lint", str(DATA), "--format", "json",
                     "--now", "2026-03-01T00:00:00Z"], args.runs)
+    with_dups = None
+    if args.duplicates > 0:
+        generate_duplicates(args.duplicates, args.files * args.jobs_per_file)
+        with_dups = best_of([str(ROOT / "target/release/batchguard"), "lint", str(DATA), str(REGS),
+                             "--format", "json", "--now", "2026-03-01T00:00:00Z"], args.runs)
     peer = best_of([str(VENV / "bin" / "check-jsonschema"), "--schemafile", str(schema), *files],
                    max(1, args.runs // 2))
     jobs = args.files * args.jobs_per_file
     print(f"inputs: {jobs} jobs in {args.files} files ({os.cpu_count()} cores)")
     print(f"{'':26}{'wall':>9}{'cpu':>9}")
     print(f"batchguard lint           {ours[0]:8.3f}s {ours[1]:7.3f}s")
+    if with_dups is not None:
+        print(f"  + {args.duplicates} duplicate regs.     {with_dups[0]:8.3f}s {with_dups[1]:7.3f}s"
+              "   (manifests + CronJobs + crontab lines)")
     print(f"check-jsonschema          {peer[0]:8.3f}s {peer[1]:7.3f}s")
     print(f"ratio (peer / batchguard) {peer[0] / ours[0]:8.1f}x")
     load = os.getloadavg()[0]

@@ -36,6 +36,8 @@ pub enum Command {
     },
     /// Print the slots a schedule fires in [from, to), one RFC 3339 instant per line.
     Slots(SlotsArgs),
+    /// Draw jobs by service, dependencies, registrations; duplicates and cycles in red.
+    Graph(GraphArgs),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -86,6 +88,27 @@ pub struct SlotsArgs {
     /// End of the window (RFC 3339, excluded).
     #[arg(long, value_parser = parse_timestamp)]
     pub to: jiff::Timestamp,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GraphArgs {
+    /// Files and directories to read (default: the current directory, recursively).
+    pub paths: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+    pub format: GraphFormat,
+    /// Config file (default: batchguard.toml found by walking up from the first path).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The moment duplicate detection counts slots from (RFC 3339), for reproducible output.
+    #[arg(long, value_parser = parse_timestamp)]
+    pub now: Option<jiff::Timestamp>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz DOT.
+    Dot,
+    Mermaid,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod config;
 pub mod finding;
+pub mod graph;
 pub mod ledger;
 pub mod lint;
 pub mod manifest;
@@ -11,3 +12,4 @@ pub mod schedule;
 pub mod schema;
 pub mod slots;
 pub mod source;
+pub mod sources;

@@ -14,11 +14,27 @@ fn lint(path: &Path) -> LintRun {
     })
 }
 
+/// `<CODE>/<which>.batchguard.yaml`, or for cross-file rules a deploy tree `<CODE>/<which>/`.
 fn fixture(code: &str, which: &str) -> PathBuf {
-    Path::new("fixtures")
-        .join("rules")
-        .join(code)
-        .join(format!("{which}.batchguard.yaml"))
+    let dir = Path::new("fixtures").join("rules").join(code);
+    let tree = dir.join(which);
+    if tree.is_dir() {
+        return tree;
+    }
+    dir.join(format!("{which}.batchguard.yaml"))
+}
+
+fn count_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() { count_files(&p) } else { 1 }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 fn codes(run: &LintRun) -> Vec<&'static str> {
@@ -33,7 +49,7 @@ fn codes(run: &LintRun) -> Vec<&'static str> {
 fn every_rule_has_fixtures() {
     let missing: Vec<String> = registry::all()
         .flat_map(|m| ["bad", "good"].map(|w| fixture(m.code, w)))
-        .filter(|p| !p.is_file())
+        .filter(|p| !p.exists())
         .map(|p| p.display().to_string())
         .collect();
     assert!(missing.is_empty(), "fixtures missing: {missing:?}");
@@ -56,7 +72,7 @@ fn bad_fixtures_fire_and_good_twins_do_not() {
     for meta in registry::all() {
         let code = meta.code;
         let (bad, good) = (fixture(code, "bad"), fixture(code, "good"));
-        if !bad.is_file() || !good.is_file() {
+        if !bad.exists() || !good.exists() {
             failures.push(format!("{code}: fixtures missing"));
             continue;
         }
@@ -72,7 +88,8 @@ fn bad_fixtures_fire_and_good_twins_do_not() {
         if codes(&good_run).contains(&code) {
             failures.push(format!("{code}: {} still reports it", good.display()));
         }
-        if !good_run.unreadable.is_empty() || good_run.files.len() != 1 {
+        let expected_files = if good.is_dir() { count_files(&good) } else { 1 };
+        if !good_run.unreadable.is_empty() || good_run.files.len() != expected_files {
             failures.push(format!("{code}: {} was not read", good.display()));
         }
     }
@@ -84,7 +101,7 @@ fn bad_fixture_output_snapshots() {
     for meta in registry::all() {
         let code = meta.code;
         let bad = fixture(code, "bad");
-        if !bad.is_file() {
+        if !bad.exists() {
             continue; // reported by every_rule_has_fixtures
         }
         let output = batchguard::report::pretty::render(&lint(&bad), false);

@@ -1,6 +1,7 @@
 //! `batchguard lint`: find the files, read them, run the rules, apply suppressions.
 //! Rules never print and reports never decide: this module returns findings only.
 
+pub mod cross;
 pub mod registry;
 pub mod rule;
 pub mod rules;
@@ -124,6 +125,8 @@ pub struct LintRun {
     pub findings: Vec<Finding>,
     pub jobs: usize,
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Manifest jobs and registrations, for the cross-file rules and `batchguard graph`.
+    pub project: cross::Project,
 }
 
 impl LintRun {
@@ -232,7 +235,7 @@ fn discover(opts: &LintOptions, unreadable: &mut Vec<(PathBuf, String)>) -> Vec<
             match entry {
                 Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
                     let p = e.into_path();
-                    if is_yaml(&p) && wanted(&p) {
+                    if (is_yaml(&p) || crate::sources::is_source_name(&p)) && wanted(&p) {
                         found.push(p);
                     }
                 }
@@ -256,12 +259,7 @@ pub fn run(opts: &LintOptions) -> LintRun {
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
             Err(e) => Err((c.path.clone(), e.to_string())),
-            Ok(bytes) => {
-                if !c.explicit && !is_manifest_name(&c.path) && !looks_like_manifest(&bytes) {
-                    return Ok(None);
-                }
-                Ok(Some(lint_bytes(&c.path, &bytes, opts)))
-            }
+            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts)),
         })
         .collect();
     let mut run = LintRun {
@@ -269,15 +267,30 @@ pub fn run(opts: &LintOptions) -> LintRun {
         findings: Vec::new(),
         jobs: 0,
         unreadable,
+        project: cross::Project::default(),
     };
     for r in results {
         match r {
             Err(e) => run.unreadable.push(e),
             Ok(None) => {}
-            Ok(Some((file, findings, jobs))) => {
+            Ok(Some(FileLint {
+                file,
+                findings,
+                jobs,
+                facts,
+                regs,
+            })) => {
                 let idx = run.files.len();
                 run.files.push(file);
                 run.jobs += jobs;
+                run.project.jobs.extend(facts.into_iter().map(|mut j| {
+                    j.file = idx;
+                    j
+                }));
+                run.project.regs.extend(regs.into_iter().map(|mut r| {
+                    r.file = idx;
+                    r
+                }));
                 run.findings.extend(findings.into_iter().map(|mut f| {
                     f.at.file = idx;
                     for r in &mut f.related {
@@ -288,10 +301,43 @@ pub fn run(opts: &LintOptions) -> LintRun {
             }
         }
     }
+    let analysis = cross::Analysis::new(&run.project, &run.files, opts.now);
+    let mut found = cross::run(&analysis);
+    found.retain_mut(
+        |f| match opts.settings.severity(f.code, f.name, f.severity) {
+            Some(sev) => {
+                f.severity = sev;
+                true
+            }
+            None => false,
+        },
+    );
+    run.findings.extend(found);
     run.findings.sort_by(|a, b| {
         (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
     });
     run
+}
+
+/// One file's result; file index 0 is a placeholder the caller renumbers.
+pub struct FileLint {
+    pub file: SourceFile,
+    pub findings: Vec<Finding>,
+    pub jobs: usize,
+    pub facts: Vec<cross::ManifestJob>,
+    pub regs: Vec<crate::sources::Registration>,
+}
+
+/// Manifests by name or content, then registration sources (SPEC 3.6); None: not ours.
+fn lint_candidate(c: &Candidate, bytes: &[u8], opts: &LintOptions) -> Option<FileLint> {
+    if is_manifest_name(&c.path) {
+        return Some(lint_manifest(&c.path, bytes, opts));
+    }
+    let source = crate::sources::classify(&c.path, bytes);
+    if source.is_none() && (c.explicit || looks_like_manifest(bytes)) {
+        return Some(lint_manifest(&c.path, bytes, opts));
+    }
+    source.map(|kind| cross::lint_source(kind, &c.path, bytes, opts))
 }
 
 /// Lints one file's bytes. File index 0 is a placeholder the caller renumbers.
@@ -300,6 +346,12 @@ pub fn lint_bytes(
     bytes: &[u8],
     opts: &LintOptions,
 ) -> (SourceFile, Vec<Finding>, usize) {
+    let r = lint_manifest(path, bytes, opts);
+    (r.file, r.findings, r.jobs)
+}
+
+/// Lints one manifest's bytes, keeping the facts the cross-file rules need.
+pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
     let (text, loaded) = load::load(bytes);
     let text = text.unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
     let mut file = SourceFile::new(path.to_path_buf(), display_path(path), text);
@@ -361,7 +413,14 @@ pub fn lint_bytes(
         }
     }
     let findings = apply_suppressions(&file, findings, &opts.settings);
-    (file, findings, loaded.jobs.len())
+    let facts = cross::manifest_facts(&loaded, &service, &file);
+    FileLint {
+        file,
+        findings,
+        jobs: loaded.jobs.len(),
+        facts,
+        regs: Vec::new(),
+    }
 }
 
 fn service_name(manifest: &Manifest, path: &Path) -> String {
@@ -463,7 +522,7 @@ fn run_job_rules(
 }
 
 /// Marks suppressed findings, reports BG901/BG902, applies configured severities.
-fn apply_suppressions(
+pub(crate) fn apply_suppressions(
     file: &SourceFile,
     findings: Vec<Finding>,
     settings: &Settings,
@@ -510,7 +569,7 @@ fn apply_suppressions(
             ));
         }
         for (code, span, used) in &s.codes {
-            if *used {
+            if *used || cross::is_cross_code(code) {
                 continue;
             }
             let message = if registry::find(code).is_none() {

@@ -36,6 +36,10 @@ pub trait Rule: Sync {
     fn check_job(&self, _cx: &JobCx, _out: &mut Emitter) {}
     /// Looks at the whole file as written (every YAML value).
     fn check_file(&self, _cx: &FileCx, _out: &mut Emitter) {}
+    /// Looks at one registration (Kubernetes CronJob, PM2 app, crontab line) in its file.
+    fn check_registration(&self, _cx: &super::cross::RegCx, _out: &mut Emitter) {}
+    /// Looks at every manifest job and registration of the run together (SPEC 3.5).
+    fn check_project(&self, _cx: &super::cross::Analysis, _out: &mut super::cross::CrossEmitter) {}
 }
 
 /// Declares a rule's struct and metadata; the doc comment is the rule's documentation.

@@ -1,0 +1,823 @@
+//! Cross-file analysis (SPEC 3.5): after every file is read, all manifest jobs and all
+//! registrations are looked at together, for the rules no single file can decide:
+//! duplicates (BG601), effective concurrency (BG602, BG606), drift (BG608) and the
+//! dependency graph (BG701-BG703). `batchguard graph` draws the same [`Analysis`].
+//!
+//! Cost stays linear-ish: ties and `service/name` keys are hash lookups; the "same command,
+//! overlapping schedule" test groups places by argv first and compares slots only within a
+//! group (pairwise, with slots enumerated once per place), so 10,000 jobs with distinct
+//! commands cost no slot enumeration at all.
+
+use crate::finding::{Finding, Location, Related};
+use crate::lint::rule::RuleMeta;
+use crate::manifest::yaml::Span;
+use crate::schedule::{Dialect, Schedule};
+use crate::source::SourceFile;
+use crate::sources::{At, Registration};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use petgraph::graph::{DiGraph, NodeIndex};
+use std::collections::HashMap;
+
+/// What the analysis needs of one manifest job.
+#[derive(Clone, Debug)]
+pub struct ManifestJob {
+    pub file: usize,
+    pub service: String,
+    pub name: String,
+    /// The job's `name:` value (or the job item when unnamed).
+    pub span: Span,
+    pub job_line: usize,
+    pub schedule: Option<At<String>>,
+    pub timezone: Option<At<String>>,
+    pub dialect: Dialect,
+    /// Effective argv (wrappers removed, `./` dropped).
+    pub command: Vec<String>,
+    pub instances: u64,
+    pub instances_span: Option<Span>,
+    /// A lock is declared and not disabled.
+    pub locked: bool,
+    pub lock_span: Option<Span>,
+    pub depends_on: Vec<At<String>>,
+    pub expected_secs: Option<u64>,
+    pub enabled: bool,
+}
+
+impl ManifestJob {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.service, self.name)
+    }
+    pub fn zone(&self) -> &str {
+        self.timezone.as_ref().map_or("UTC", |t| t.value.as_str())
+    }
+}
+
+/// Everything read in a lint run that the cross-file rules look at.
+#[derive(Clone, Debug, Default)]
+pub struct Project {
+    pub jobs: Vec<ManifestJob>,
+    pub regs: Vec<Registration>,
+}
+
+/// A place a job is declared or registered: a manifest job or a registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    Job(usize),
+    Reg(usize),
+}
+
+/// Places that are one job: a manifest job, its tied registrations, and every place that
+/// duplicates it.
+#[derive(Clone, Debug, Default)]
+pub struct Group {
+    /// In path order.
+    pub places: Vec<Place>,
+    /// Processes that fire each slot: one per runner (a manifest job without registrations
+    /// counts its `deployment.instances`; a registration its own instances).
+    pub instances: u64,
+    /// Two or more places run the job (SPEC 3.5 "Duplicates").
+    pub duplicate: bool,
+}
+
+/// A resolved `depends_on` edge, or why it does not resolve.
+#[derive(Clone, Debug)]
+pub enum Dep {
+    Resolved(usize),
+    Unknown { suggestion: Option<String> },
+    Ambiguous(Vec<String>),
+}
+
+pub struct Analysis<'a> {
+    pub project: &'a Project,
+    pub files: &'a [SourceFile],
+    pub now: Timestamp,
+    /// For each registration, the manifest job it is tied to.
+    pub ties: Vec<Option<usize>>,
+    pub groups: Vec<Group>,
+    /// For each place, its group.
+    pub group_of: HashMap<Place, usize>,
+    /// For each job, its `depends_on` entries resolved (same order).
+    pub deps: Vec<Vec<Dep>>,
+    /// Dependency cycles, each as job indices in order (the first is the first in path order).
+    pub cycles: Vec<Vec<usize>>,
+}
+
+const YEAR_SECS: i64 = 366 * 24 * 3600;
+
+/// Distinct schedules of one command compared slot by slot. Real trees have a handful; the
+/// cap bounds time and memory (a minutely schedule is ~527,000 slots a year) on hostile input.
+pub const MAX_SCHEDULES_PER_COMMAND: usize = 32;
+
+type ScheduleKey = (Option<String>, Dialect, String);
+
+fn tz_of(name: &str) -> Option<TimeZone> {
+    TimeZone::get(name).ok()
+}
+
+/// Slots of a schedule in the 12 months from `now`, as seconds; None when it cannot be read.
+pub fn year_slots(expr: &str, dialect: Dialect, zone: &str, now: Timestamp) -> Option<Vec<i64>> {
+    let s = Schedule::parse(expr, dialect).ok()?;
+    let tz = tz_of(zone)?;
+    let to = Timestamp::from_second(now.as_second().saturating_add(YEAR_SECS)).ok()?;
+    Some(
+        s.slots(&tz, now, to)
+            .into_iter()
+            .map(|t| t.as_second())
+            .collect(),
+    )
+}
+
+fn share_a_slot(a: &[i64], b: &[i64]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => return true,
+        }
+    }
+    false
+}
+
+struct Dsu(Vec<usize>);
+impl Dsu {
+    fn find(&mut self, mut x: usize) -> usize {
+        while self.0[x] != x {
+            self.0[x] = self.0[self.0[x]];
+            x = self.0[x];
+        }
+        x
+    }
+    fn union(&mut self, a: usize, b: usize) {
+        let (a, b) = (self.find(a), self.find(b));
+        if a != b {
+            self.0[a.max(b)] = a.min(b);
+        }
+    }
+}
+
+impl<'a> Analysis<'a> {
+    pub fn new(project: &'a Project, files: &'a [SourceFile], now: Timestamp) -> Self {
+        let mut a = Analysis {
+            project,
+            files,
+            now,
+            ties: Vec::new(),
+            groups: Vec::new(),
+            group_of: HashMap::new(),
+            deps: Vec::new(),
+            cycles: Vec::new(),
+        };
+        a.resolve_ties();
+        a.build_groups();
+        a.build_graph();
+        a
+    }
+
+    /// The file path and offset of a place, for path order.
+    pub fn location(&self, p: Place) -> Location {
+        match p {
+            Place::Job(j) => {
+                let job = &self.project.jobs[j];
+                Location {
+                    file: job.file,
+                    span: job.span,
+                }
+            }
+            Place::Reg(r) => {
+                let reg = &self.project.regs[r];
+                Location {
+                    file: reg.file,
+                    span: reg.span,
+                }
+            }
+        }
+    }
+
+    pub fn display(&self, file: usize) -> &str {
+        self.files.get(file).map_or("?", |f| f.display.as_str())
+    }
+
+    fn order_key(&self, p: Place) -> (&str, usize) {
+        let at = self.location(p);
+        (self.display(at.file), at.span.start)
+    }
+
+    /// `path:line` of a place.
+    pub fn where_(&self, p: Place) -> String {
+        let at = self.location(p);
+        let line = self
+            .files
+            .get(at.file)
+            .map_or(0, |f| f.line_col(at.span.start).0);
+        format!("{}:{line}", self.display(at.file))
+    }
+
+    /// How a user recognises a place: `manifest job billing/settle` or `CronJob settle`.
+    pub fn describe(&self, p: Place) -> String {
+        match p {
+            Place::Job(j) => format!("manifest job `{}`", self.project.jobs[j].key()),
+            Place::Reg(r) => {
+                let reg = &self.project.regs[r];
+                format!("{} ({})", reg.label, reg.kind.as_str())
+            }
+        }
+    }
+
+    fn by_key(&self) -> HashMap<String, Vec<usize>> {
+        let mut m: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, j) in self.project.jobs.iter().enumerate() {
+            m.entry(j.key()).or_default().push(i);
+        }
+        m
+    }
+
+    fn resolve_ties(&mut self) {
+        let keys = self.by_key();
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, j) in self.project.jobs.iter().enumerate() {
+            by_name.entry(j.name.as_str()).or_default().push(i);
+        }
+        self.ties = self
+            .project
+            .regs
+            .iter()
+            .map(|r| {
+                let tie = r.tie.as_ref()?;
+                if let Some(svc) = &tie.service {
+                    return keys.get(&format!("{svc}/{}", tie.job))?.first().copied();
+                }
+                let cands = by_name.get(tie.job.as_str())?;
+                if cands.len() == 1 {
+                    return cands.first().copied();
+                }
+                // `--manifest PATH` picks among services by the manifest's file name.
+                let m = tie.manifest.as_deref()?;
+                let base = m.rsplit('/').next().unwrap_or(m);
+                let hits: Vec<usize> = cands
+                    .iter()
+                    .copied()
+                    .filter(|&j| {
+                        self.files
+                            .get(self.project.jobs[j].file)
+                            .is_some_and(|f| f.display.ends_with(base))
+                    })
+                    .collect();
+                (hits.len() == 1).then(|| hits[0])
+            })
+            .collect();
+    }
+
+    fn build_groups(&mut self) {
+        let nj = self.project.jobs.len();
+        let nr = self.project.regs.len();
+        let idx = |p: Place| match p {
+            Place::Job(j) => j,
+            Place::Reg(r) => nj + r,
+        };
+        let mut dsu = Dsu((0..nj + nr).collect());
+        for same in self.by_key().values() {
+            for w in same.windows(2) {
+                dsu.union(w[0], w[1]);
+            }
+        }
+        for (r, t) in self.ties.iter().enumerate() {
+            if let Some(j) = t {
+                dsu.union(nj + r, *j);
+            }
+        }
+        // Same argv, then slots: only within a group of equal commands.
+        let mut by_argv: HashMap<&[String], Vec<Place>> = HashMap::new();
+        for (j, job) in self.project.jobs.iter().enumerate() {
+            if job.enabled && !job.command.is_empty() {
+                by_argv.entry(&job.command).or_default().push(Place::Job(j));
+            }
+        }
+        let argvs: Vec<Vec<String>> = self
+            .project
+            .regs
+            .iter()
+            .map(Registration::effective_argv)
+            .collect();
+        for (r, argv) in argvs.iter().enumerate() {
+            let suspended = self.project.regs[r]
+                .kube
+                .as_ref()
+                .and_then(|k| k.suspend.as_ref())
+                .is_some_and(|s| s.value);
+            if self.ties[r].is_none() && !argv.is_empty() && !suspended {
+                by_argv.entry(argv).or_default().push(Place::Reg(r));
+            }
+        }
+        for places in by_argv.values().filter(|p| p.len() > 1) {
+            // Places with the same expression, dialect and zone have the same slots: one
+            // enumeration per distinct schedule, pairwise only between distinct ones.
+            let mut by_sched: Vec<(ScheduleKey, Vec<Place>)> = Vec::new();
+            let mut seen: HashMap<ScheduleKey, usize> = HashMap::new();
+            for &p in places {
+                let key = self.schedule_key(p);
+                match seen.get(&key) {
+                    Some(&i) => by_sched[i].1.push(p),
+                    None => {
+                        seen.insert(key.clone(), by_sched.len());
+                        by_sched.push((key, vec![p]));
+                    }
+                }
+            }
+            by_sched.truncate(MAX_SCHEDULES_PER_COMMAND);
+            let slots: Vec<Option<Vec<i64>>> = by_sched
+                .iter()
+                .map(|(_, ps)| ps.first().and_then(|&p| self.slots_of(p)))
+                .collect();
+            for (i, (_, ps)) in by_sched.iter().enumerate() {
+                if slots[i].as_ref().is_some_and(|s| !s.is_empty()) {
+                    for w in ps.windows(2) {
+                        dsu.union(idx(w[0]), idx(w[1]));
+                    }
+                }
+                for k in i + 1..by_sched.len() {
+                    if let (Some(a), Some(b)) = (&slots[i], &slots[k])
+                        && share_a_slot(a, b)
+                        && let (Some(&x), Some(&y)) = (ps.first(), by_sched[k].1.first())
+                    {
+                        dsu.union(idx(x), idx(y));
+                    }
+                }
+            }
+        }
+        let mut roots: HashMap<usize, usize> = HashMap::new();
+        let all = (0..nj).map(Place::Job).chain((0..nr).map(Place::Reg));
+        for p in all {
+            let root = dsu.find(idx(p));
+            let g = *roots.entry(root).or_insert_with(|| {
+                self.groups.push(Group::default());
+                self.groups.len() - 1
+            });
+            self.groups[g].places.push(p);
+            self.group_of.insert(p, g);
+        }
+        let mut tie_count: HashMap<usize, u64> = HashMap::new();
+        for (r, t) in self.ties.iter().enumerate() {
+            if let Some(j) = t
+                && !self.project.regs[r].suspended()
+            {
+                *tie_count.entry(*j).or_default() += 1;
+            }
+        }
+        let mut groups = std::mem::take(&mut self.groups);
+        for g in &mut groups {
+            g.places
+                .sort_by(|a, b| self.order_key(*a).cmp(&self.order_key(*b)));
+            let mut runners = 0u64;
+            let mut instances = 0u64;
+            for p in &g.places {
+                match *p {
+                    Place::Job(j) => {
+                        let tied = tie_count.get(&j).copied().unwrap_or(0);
+                        runners += tied.max(1);
+                        if tied == 0 {
+                            instances = instances.saturating_add(self.project.jobs[j].instances);
+                        }
+                    }
+                    Place::Reg(r) => {
+                        let reg = &self.project.regs[r];
+                        if reg.suspended() {
+                            continue;
+                        }
+                        if self.ties[r].is_none() {
+                            runners += 1;
+                        }
+                        instances = instances.saturating_add(reg.instances);
+                    }
+                }
+            }
+            g.instances = instances;
+            g.duplicate = runners >= 2;
+        }
+        self.groups = groups;
+    }
+
+    fn schedule_key(&self, p: Place) -> ScheduleKey {
+        match p {
+            Place::Job(j) => {
+                let job = &self.project.jobs[j];
+                (
+                    job.schedule.as_ref().map(|s| s.value.clone()),
+                    job.dialect,
+                    job.zone().to_owned(),
+                )
+            }
+            Place::Reg(r) => {
+                let reg = &self.project.regs[r];
+                (
+                    reg.schedule.as_ref().map(|s| s.value.clone()),
+                    reg.dialect,
+                    reg.zone().to_owned(),
+                )
+            }
+        }
+    }
+
+    fn slots_of(&self, p: Place) -> Option<Vec<i64>> {
+        match p {
+            Place::Job(j) => {
+                let job = &self.project.jobs[j];
+                let s = job.schedule.as_ref()?;
+                year_slots(&s.value, job.dialect, job.zone(), self.now)
+            }
+            Place::Reg(r) => {
+                let reg = &self.project.regs[r];
+                let s = reg.schedule.as_ref()?;
+                year_slots(&s.value, reg.dialect, reg.zone(), self.now)
+            }
+        }
+    }
+
+    fn build_graph(&mut self) {
+        let jobs = &self.project.jobs;
+        let keys = self.by_key();
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, j) in jobs.iter().enumerate() {
+            by_name.entry(j.name.as_str()).or_default().push(i);
+        }
+        let names: Vec<&str> = keys.keys().map(String::as_str).collect();
+        self.deps = jobs
+            .iter()
+            .map(|job| {
+                job.depends_on
+                    .iter()
+                    .map(|d| {
+                        let want = d.value.as_str();
+                        if want.contains('/') {
+                            return match keys.get(want).and_then(|v| v.first()) {
+                                Some(&j) => Dep::Resolved(j),
+                                None => Dep::Unknown {
+                                    suggestion: crate::manifest::load::closest(want, &names)
+                                        .map(str::to_owned),
+                                },
+                            };
+                        }
+                        if let Some(&j) = keys
+                            .get(&format!("{}/{want}", job.service))
+                            .and_then(|v| v.first())
+                        {
+                            return Dep::Resolved(j);
+                        }
+                        match by_name.get(want).map(Vec::as_slice) {
+                            Some([j]) => Dep::Resolved(*j),
+                            Some(many) if !many.is_empty() => {
+                                let mut c: Vec<String> =
+                                    many.iter().map(|&j| jobs[j].key()).collect();
+                                c.sort();
+                                c.dedup();
+                                if c.len() == 1 {
+                                    Dep::Resolved(many[0])
+                                } else {
+                                    Dep::Ambiguous(c)
+                                }
+                            }
+                            _ => {
+                                let local: Vec<&str> = jobs
+                                    .iter()
+                                    .filter(|j| j.service == job.service)
+                                    .map(|j| j.name.as_str())
+                                    .collect();
+                                Dep::Unknown {
+                                    suggestion: crate::manifest::load::closest(want, &local)
+                                        .map(str::to_owned),
+                                }
+                            }
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut g: DiGraph<usize, ()> = DiGraph::new();
+        let nodes: Vec<NodeIndex> = (0..jobs.len()).map(|j| g.add_node(j)).collect();
+        for (j, deps) in self.deps.iter().enumerate() {
+            for d in deps {
+                if let Dep::Resolved(t) = d {
+                    g.update_edge(nodes[j], nodes[*t], ());
+                }
+            }
+        }
+        for scc in petgraph::algo::tarjan_scc(&g) {
+            let self_loop = scc.len() == 1 && g.contains_edge(scc[0], scc[0]);
+            if scc.len() < 2 && !self_loop {
+                continue;
+            }
+            let members: Vec<usize> = scc.iter().map(|n| g[*n]).collect();
+            let Some(&start) = members.iter().min_by(|a, b| {
+                self.order_key(Place::Job(**a))
+                    .cmp(&self.order_key(Place::Job(**b)))
+            }) else {
+                continue;
+            };
+            self.cycles.push(self.cycle_from(start, &members));
+        }
+        let mut cycles = std::mem::take(&mut self.cycles);
+        cycles.sort_by(|a, b| {
+            self.order_key(Place::Job(a[0]))
+                .cmp(&self.order_key(Place::Job(b[0])))
+        });
+        self.cycles = cycles;
+    }
+
+    /// A shortest cycle through `start` inside the strongly connected `members`.
+    fn cycle_from(&self, start: usize, members: &[usize]) -> Vec<usize> {
+        let members: std::collections::HashSet<usize> = members.iter().copied().collect();
+        let inside = |j: usize| members.contains(&j);
+        let succ = |j: usize| -> Vec<usize> {
+            self.deps[j]
+                .iter()
+                .filter_map(|d| match d {
+                    Dep::Resolved(t) if inside(*t) => Some(*t),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut parent: HashMap<usize, usize> = HashMap::new();
+        let mut queue = std::collections::VecDeque::from([start]);
+        while let Some(j) = queue.pop_front() {
+            for t in succ(j) {
+                if t == start {
+                    let mut path = vec![j];
+                    let mut cur = j;
+                    while cur != start {
+                        cur = parent.get(&cur).copied().unwrap_or(start);
+                        path.push(cur);
+                    }
+                    path.reverse();
+                    return path;
+                }
+                if let std::collections::hash_map::Entry::Vacant(e) = parent.entry(t) {
+                    e.insert(j);
+                    queue.push_back(t);
+                }
+            }
+        }
+        vec![start]
+    }
+}
+
+/// What a per-registration rule sees.
+pub struct RegCx<'a> {
+    pub reg: &'a Registration,
+    pub text: &'a str,
+}
+
+/// Reads one registration source and runs the per-registration rules on it.
+pub fn lint_source(
+    kind: crate::sources::SourceKind,
+    path: &std::path::Path,
+    bytes: &[u8],
+    opts: &super::LintOptions,
+) -> super::FileLint {
+    let read = crate::sources::read(kind, path, bytes);
+    let file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
+    let mut findings = Vec::new();
+    for p in &read.problems {
+        let Some(meta) = super::registry::find(p.code) else {
+            continue;
+        };
+        findings.push(Finding {
+            code: meta.code,
+            name: meta.name,
+            severity: meta.severity,
+            message: p.message.clone(),
+            help: p.help.clone(),
+            at: Location {
+                file: 0,
+                span: p.span,
+            },
+            service: None,
+            job: None,
+            related: Vec::new(),
+            job_line: None,
+            suppressed: None,
+        });
+    }
+    for reg in &read.registrations {
+        let cx = RegCx {
+            reg,
+            text: &file.text,
+        };
+        let service = reg
+            .tie
+            .as_ref()
+            .and_then(|t| t.service.clone())
+            .unwrap_or_default();
+        let line = file.line_col(reg.span.start).0;
+        for rule in super::registry::job_rules() {
+            let mut em = super::rule::Emitter {
+                meta: rule.meta(),
+                file: 0,
+                service: &service,
+                job: Some(&reg.label),
+                job_line: Some(line),
+                out: &mut findings,
+            };
+            rule.check_registration(&cx, &mut em);
+        }
+    }
+    for f in &mut findings {
+        if f.service.as_deref() == Some("") {
+            f.service = None;
+        }
+    }
+    let findings = super::apply_suppressions(&file, findings, &opts.settings);
+    super::FileLint {
+        file,
+        findings,
+        jobs: 0,
+        facts: Vec::new(),
+        regs: read.registrations,
+    }
+}
+
+/// The facts of a manifest's jobs that the cross-file rules need (defaults merged in).
+pub fn manifest_facts(
+    loaded: &crate::manifest::load::Loaded,
+    service: &str,
+    file: &SourceFile,
+) -> Vec<ManifestJob> {
+    use crate::manifest::model::{Command, Scheduler};
+    let deployment = loaded.manifest.deployment.value();
+    let scheduler = deployment
+        .and_then(|d| d.scheduler.value().copied())
+        .or_else(|| {
+            deployment
+                .and_then(|d| d.platform.value())
+                .map(|p| p.default_scheduler())
+        })
+        .unwrap_or(Scheduler::Crontab);
+    let dialect = scheduler.as_str().parse().unwrap_or(Dialect::Crontab);
+    let instances = deployment.and_then(|d| d.instances.get());
+    let sat = |f: &crate::manifest::model::Field<String>| {
+        f.get().map(|s| At {
+            value: s.value.clone(),
+            span: s.span,
+        })
+    };
+    loaded
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, job)| {
+            let span = job.name.get().map_or(job.span, |n| n.span);
+            let command = match job.command.value() {
+                Some(Command::Argv(v)) => v.iter().map(|s| s.value.clone()).collect(),
+                Some(Command::Shell(s)) => crate::sources::split_words(s),
+                None => Vec::new(),
+            };
+            let lock = job.lock.get();
+            let depends_on = match job.depends_on.get() {
+                Some(list) => list
+                    .value
+                    .iter()
+                    .map(|d| {
+                        // A sequence's span may cover only its first token: look ahead.
+                        let end = (list.span.start + 64 * 1024).min(file.text.len());
+                        let within = file
+                            .text
+                            .get(list.span.start..end)
+                            .and_then(|t| t.find(d.as_str()))
+                            .map_or(list.span, |o| Span::new(list.span.start + o, d.len()));
+                        At {
+                            value: d.clone(),
+                            span: within,
+                        }
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            ManifestJob {
+                file: 0,
+                service: service.to_owned(),
+                name: job
+                    .name
+                    .value()
+                    .cloned()
+                    .unwrap_or_else(|| format!("jobs[{i}]")),
+                span,
+                job_line: file.line_col(job.span.start).0,
+                schedule: sat(&job.schedule),
+                timezone: sat(&job.timezone),
+                dialect,
+                command: crate::sources::effective_argv(&command),
+                instances: instances.map_or(1, |n| n.value.max(1)),
+                instances_span: instances.map(|n| n.span),
+                locked: lock.is_some_and(|l| !l.value.is_disabled()),
+                lock_span: lock.map(|l| l.span),
+                depends_on,
+                expected_secs: job.expected_duration.value().map(|d| d.secs()),
+                enabled: job.enabled.value() != Some(&false),
+            }
+        })
+        .collect()
+}
+
+/// Collects one cross-file rule's findings.
+pub struct CrossEmitter<'a> {
+    pub(crate) meta: &'static RuleMeta,
+    pub(crate) out: &'a mut Vec<Finding>,
+}
+
+impl CrossEmitter<'_> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn emit(
+        &mut self,
+        at: Location,
+        service: Option<String>,
+        job: Option<String>,
+        message: String,
+        help: String,
+        related: Vec<(Location, String)>,
+    ) {
+        self.out.push(Finding {
+            code: self.meta.code,
+            name: self.meta.name,
+            severity: self.meta.severity,
+            message,
+            help,
+            at,
+            service,
+            job,
+            related: related
+                .into_iter()
+                .map(|(at, message)| Related { at, message })
+                .collect(),
+            job_line: None,
+            suppressed: None,
+        });
+    }
+}
+
+/// Codes whose findings come from the cross-file pass. A per-file pass cannot tell whether
+/// an `allow` of one of them is used, so it leaves them to [`run`] (which never reports
+/// them as unused: BG902 does not cover these codes).
+pub const CROSS_CODES: &[&str] = &[
+    "BG601", "BG602", "BG606", "BG608", "BG701", "BG702", "BG703",
+];
+
+/// True for a code or name of a cross-file rule.
+pub fn is_cross_code(code: &str) -> bool {
+    super::registry::find(code).is_some_and(|m| CROSS_CODES.contains(&m.code))
+}
+
+/// Runs every cross-file rule over the project and applies `batchguard: allow` comments on
+/// the line of each finding (or alone on the line above it).
+pub fn run(analysis: &Analysis) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rule in super::registry::job_rules() {
+        let mut em = CrossEmitter {
+            meta: rule.meta(),
+            out: &mut out,
+        };
+        rule.check_project(analysis, &mut em);
+    }
+    let mut scanned: HashMap<usize, Vec<super::suppress::Suppression>> = HashMap::new();
+    for f in &mut out {
+        let Some(file) = analysis.files.get(f.at.file) else {
+            continue;
+        };
+        let sups = scanned
+            .entry(f.at.file)
+            .or_insert_with(|| super::suppress::scan(&file.text));
+        let line = file.line_col(f.at.span.start).0;
+        for s in sups.iter().filter(|s| s.reason.is_some()) {
+            let applies = s.line == line || (s.own_line && s.line + 1 == line);
+            if applies && s.codes.iter().any(|c| c.0 == f.code || c.0 == f.name) {
+                f.suppressed = s.reason.clone();
+            }
+        }
+    }
+    out
+}
+
+/// The service and job name a group is reported under: its first manifest job, else the
+/// first registration's label.
+pub fn group_subject(a: &Analysis, g: &Group) -> (Option<String>, String) {
+    for p in &g.places {
+        if let Place::Job(j) = p {
+            let job = &a.project.jobs[*j];
+            return (Some(job.service.clone()), job.name.clone());
+        }
+    }
+    let label = g
+        .places
+        .first()
+        .map_or_else(String::new, |p| a.describe(*p));
+    (None, label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_sets_intersect() {
+        assert!(share_a_slot(&[1, 5, 9], &[2, 9]));
+        assert!(!share_a_slot(&[1, 5], &[2, 6]));
+    }
+}

@@ -1,0 +1,86 @@
+use crate::declare_rule;
+use crate::lint::cross::{Analysis, CrossEmitter, Place};
+use crate::lint::rule::{Rule, RuleMeta};
+use crate::sources::SourceKind;
+
+declare_rule! {
+    /// ## What it does
+    /// Reports a PM2 app in cluster mode (`exec_mode: cluster`) with more than one
+    /// instance that schedules cron work (`cron_restart`, or a tie to a manifest job)
+    /// without a lock: neither its manifest job declares an enabled lock nor its script
+    /// runs under `batchguard run` / `flock`. `instances: max` counts as 4 and `-1` as 3
+    /// (a fixed number, so lint gives the same answer on every machine). Reported instead
+    /// of BG602 for that job.
+    ///
+    /// ## Why it matters
+    /// This is the source article's incident in its exact form: a Node.js settlement batch
+    /// under PM2, each cluster worker running the same cron, and two of them firing the
+    /// same tick. The logs said "success" twice and customers were billed twice.
+    ///
+    /// ## Example
+    /// ```js
+    /// { name: "settle", script: "jobs/settle.js", exec_mode: "cluster", instances: "max",
+    ///   cron_restart: "0 * * * *" }
+    /// ```
+    ///
+    /// Use instead:
+    /// ```js
+    /// { name: "settle", script: "batchguard",
+    ///   args: "run --job settle-payments -- node jobs/settle.js",
+    ///   exec_mode: "fork", instances: 1, cron_restart: "0 * * * *" }
+    /// ```
+    pub struct Pm2ClusterCron {
+        code: "BG606",
+        name: "pm2-cluster-cron",
+        severity: Error,
+        summary: "a PM2 app in cluster mode with instances > 1 that schedules cron work without a lock (reported instead of BG602)",
+        help: "run the cron in one fork-mode instance, or take a lock: `batchguard run --job NAME -- CMD` with the manifest's lock",
+    }
+}
+
+impl Rule for Pm2ClusterCron {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+
+    fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
+        for (r, reg) in cx.project.regs.iter().enumerate() {
+            if reg.kind != SourceKind::Pm2 || !reg.cluster || reg.instances < 2 {
+                continue;
+            }
+            let tied = cx.ties.get(r).copied().flatten();
+            let locked = reg.wrapped || tied.is_some_and(|j| cx.project.jobs[j].locked);
+            if locked {
+                continue;
+            }
+            let (service, job) = match tied {
+                Some(j) => {
+                    let m = &cx.project.jobs[j];
+                    (Some(m.service.clone()), m.name.clone())
+                }
+                None => (None, reg.label.clone()),
+            };
+            let at = crate::finding::Location {
+                file: reg.file,
+                span: reg.instances_span.unwrap_or(reg.span),
+            };
+            let cron = reg
+                .schedule
+                .as_ref()
+                .map_or(String::new(), |s| format!(" (cron `{}`)", s.value));
+            out.emit(
+                at,
+                service,
+                Some(job),
+                format!(
+                    "{} runs in cluster mode with {} instances{cron} and no lock: every worker fires each slot (at {})",
+                    reg.label,
+                    reg.instances,
+                    cx.where_(Place::Reg(r))
+                ),
+                Self::META.help.to_owned(),
+                Vec::new(),
+            );
+        }
+    }
+}

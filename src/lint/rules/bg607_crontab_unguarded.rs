@@ -1,0 +1,56 @@
+use crate::declare_rule;
+use crate::lint::cross::RegCx;
+use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::sources::SourceKind;
+
+declare_rule! {
+    /// ## What it does
+    /// Checks that each crontab line runs its command under `batchguard run` or `flock`.
+    /// After env assignments and an optional `cd … &&`, the first word must be `flock` or
+    /// `batchguard run` (by basename, with any options).
+    ///
+    /// ## Why it matters
+    /// cron starts a new process at every tick whether or not the last one finished, and
+    /// the same crontab is often installed on more than one host after a migration. The
+    /// source article's first criterion is one executor per slot: a lock (`batchguard run`
+    /// takes the manifest's lock and records the run in the ledger; `flock` at least stops
+    /// overlaps on one host) is what makes that true.
+    ///
+    /// ## Example
+    /// ```text
+    /// 0 * * * * cd /srv/billing && node jobs/settle.js
+    /// ```
+    ///
+    /// Use instead:
+    /// ```text
+    /// 0 * * * * batchguard run --manifest /srv/billing/billing.batchguard.yaml --job settle-payments -- node jobs/settle.js
+    /// ```
+    pub struct CrontabUnguarded {
+        code: "BG607",
+        name: "crontab-unguarded",
+        severity: Error,
+        summary: "a crontab line whose command is not wrapped in `batchguard run` or `flock`",
+        help: "run the command as `batchguard run --job NAME -- CMD` (or at least under `flock -n LOCKFILE`)",
+    }
+}
+
+impl Rule for CrontabUnguarded {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+
+    fn check_registration(&self, cx: &RegCx, out: &mut Emitter) {
+        let reg = cx.reg;
+        if reg.kind != SourceKind::Crontab || reg.wrapped {
+            return;
+        }
+        out.emit(
+            reg.command_span,
+            format!(
+                "{} runs `{}` without `batchguard run` or `flock`: a slow run and the next tick overlap",
+                reg.label,
+                reg.command.join(" ")
+            ),
+        );
+    }
+}

@@ -1,0 +1,37 @@
+use crate::declare_rule;
+use crate::lint::rule::{Rule, RuleMeta};
+
+declare_rule! {
+    /// ## What it does
+    /// Reports a registration source that batchguard found but could not read: a PM2
+    /// `ecosystem.config.js` with no `node` on PATH, one whose evaluation failed, timed out
+    /// (5 s) or printed more than 4 MiB, an ecosystem file without `apps`, or a crontab
+    /// line that is neither a comment, an env line nor a job.
+    ///
+    /// ## Why it matters
+    /// The source article's pre-deploy check is "no job is registered twice". A source
+    /// that was not read is a place where the second registration can hide, so it is
+    /// reported instead of being skipped in silence.
+    ///
+    /// ## Example
+    /// ```text
+    /// $ PATH=/usr/bin batchguard lint deploy/   # no node here
+    /// warning[BG609]: PM2 ecosystem file not read: node is not on PATH
+    /// ```
+    ///
+    /// Use instead: run lint where node (20+) is installed, or keep the apps in
+    /// `ecosystem.config.json`, which needs no evaluation.
+    pub struct SourceNotRead {
+        code: "BG609",
+        name: "source-not-read",
+        severity: Warning,
+        summary: "a registration source could not be read (a PM2 `.js` file with no `node` on PATH, an evaluation error or timeout): duplicates may hide there",
+        help: "make the source readable (install node, fix the file) so duplicates cannot hide in it",
+    }
+}
+
+impl Rule for SourceNotRead {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+}

@@ -1,0 +1,224 @@
+//! Kubernetes manifests: every `kind: CronJob` (apiVersion `batch/…`) document of a
+//! multi-document YAML file; Deployments, ConfigMaps and every other kind are ignored.
+//!
+//! The file is split at document markers (`---` / `...` at the start of a line, which YAML
+//! forbids inside any scalar) and each document goes through the manifest parser
+//! (`manifest::yaml::parse`), so the same limits apply per document (depth 128, alias
+//! expansion 100,000 events) and the whole file is bounded by the 8 MiB size limit.
+
+use super::{At, KubeFields, Problem, Read, Registration, SourceKind, Tie, get, int_at, str_at};
+use crate::manifest::yaml::{self, Node, Value};
+
+/// The annotation that ties a CronJob to a manifest job.
+pub const TIE_ANNOTATION: &str = "batchguard.dev/job";
+
+/// A YAML file is read as Kubernetes when a line declares `kind: CronJob`.
+pub fn looks_like_cronjob(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(8 << 20)]);
+    text.lines().any(|l| {
+        let l = l.trim_start_matches([' ', '-']).trim_end();
+        l.strip_prefix("kind:")
+            .map(|v| v.trim().trim_matches(['"', '\'']) == "CronJob")
+            .unwrap_or(false)
+    })
+}
+
+/// Byte ranges of the documents of a multi-document YAML text.
+fn documents(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut pos = 0;
+    for line in text.split_inclusive('\n') {
+        let marker = |m: &str| {
+            line.strip_prefix(m)
+                .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\t', '\r', '\n']))
+        };
+        if marker("---") {
+            out.push((start, pos));
+            start = pos + 3;
+        } else if marker("...") {
+            out.push((start, pos));
+            start = pos + line.len();
+        }
+        pos += line.len();
+    }
+    out.push((start, text.len()));
+    out.retain(|&(s, e)| {
+        text.get(s..e).is_some_and(|d| {
+            d.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        })
+    });
+    out
+}
+
+fn shift(node: &mut Node, by: usize) {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        n.span.start += by;
+        match &mut n.value {
+            Value::Seq(items) => stack.extend(items.iter_mut()),
+            Value::Map(entries) => {
+                for (k, v) in entries.iter_mut() {
+                    stack.push(k);
+                    stack.push(v);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+pub fn read(text: &str) -> Read {
+    let mut out = Read::default();
+    for (start, end) in documents(text) {
+        let Some(doc) = text.get(start..end) else {
+            continue;
+        };
+        match yaml::parse(doc) {
+            Ok(mut root) => {
+                shift(&mut root, start);
+                if let Some(r) = cronjob(&root) {
+                    out.registrations.push(r);
+                }
+            }
+            Err(err) => {
+                let (code, message, help) = yaml::classify_error(&err);
+                let mut span = yaml::error_span(&err, doc);
+                span.start += start;
+                out.problems.push(Problem {
+                    code,
+                    span,
+                    message,
+                    help: help.to_owned(),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn path<'n>(node: &'n Node, keys: &[&str]) -> Option<&'n Node> {
+    keys.iter().try_fold(node, |n, k| get(n, k))
+}
+
+fn cronjob(root: &Node) -> Option<Registration> {
+    let kind = get(root, "kind").and_then(str_at)?;
+    let api = get(root, "apiVersion").and_then(str_at);
+    if kind.value != "CronJob" || api.is_some_and(|a| !a.value.starts_with("batch/")) {
+        return None;
+    }
+    let name = path(root, &["metadata", "name"]).and_then(str_at);
+    let spec = get(root, "spec");
+    let field = |keys: &[&str]| spec.and_then(|s| path(s, keys));
+    let job_spec = field(&["jobTemplate", "spec"]);
+    let container = job_spec
+        .and_then(|j| path(j, &["template", "spec", "containers"]))
+        .and_then(|c| match &c.value {
+            Value::Seq(items) => items.first(),
+            _ => None,
+        });
+    let mut command = Vec::new();
+    let mut command_span = None;
+    if let Some(c) = container {
+        for key in ["command", "args"] {
+            if let Some(n) = get(c, key) {
+                command.extend(super::words(n));
+                command_span.get_or_insert(n.span);
+            }
+        }
+    }
+    let span = name.as_ref().map_or(root.span, |n| n.span);
+    let command_span = command_span.or(container.map(|c| c.span)).unwrap_or(span);
+    let annotation = path(root, &["metadata", "annotations", TIE_ANNOTATION]).and_then(str_at);
+    let tie = match annotation {
+        Some(a) => Some(match a.value.split_once('/') {
+            Some((svc, job)) => Tie {
+                service: Some(svc.to_owned()),
+                job: job.to_owned(),
+                manifest: None,
+                span: a.span,
+            },
+            None => Tie {
+                service: None,
+                job: a.value.clone(),
+                manifest: None,
+                span: a.span,
+            },
+        }),
+        None => super::batchguard_tie(&command, command_span),
+    };
+    let bool_at = |n: &Node| match n.value {
+        Value::Bool(b) => Some(At {
+            value: b,
+            span: n.span,
+        }),
+        _ => None,
+    };
+    let kube = KubeFields {
+        concurrency_policy: field(&["concurrencyPolicy"]).and_then(str_at),
+        starting_deadline_seconds: field(&["startingDeadlineSeconds"]).and_then(int_at),
+        backoff_limit: job_spec
+            .and_then(|j| get(j, "backoffLimit"))
+            .and_then(int_at),
+        active_deadline_seconds: job_spec
+            .and_then(|j| get(j, "activeDeadlineSeconds"))
+            .and_then(int_at),
+        suspend: field(&["suspend"]).and_then(bool_at),
+    };
+    let wrapped = super::is_wrapped(&command);
+    Some(Registration {
+        kind: SourceKind::Kubernetes,
+        file: 0,
+        span,
+        label: format!(
+            "CronJob `{}`",
+            name.as_ref().map_or("(unnamed)", |n| n.value.as_str())
+        ),
+        schedule: field(&["schedule"]).and_then(str_at),
+        timezone: field(&["timeZone"]).and_then(str_at),
+        dialect: SourceKind::Kubernetes.dialect(),
+        command,
+        command_span,
+        instances: 1,
+        instances_span: None,
+        cluster: false,
+        kube: Some(kube),
+        tie,
+        wrapped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MULTI: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n---\napiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: settle\n  annotations:\n    batchguard.dev/job: billing/settle-payments\nspec:\n  schedule: \"0 * * * *\"\n  timeZone: Asia/Seoul\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          containers:\n            - name: c\n              command: [node, jobs/settle.js]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n";
+
+    #[test]
+    fn reads_only_cronjobs_with_spans() {
+        let r = read(MULTI);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.registrations.len(), 1);
+        let c = &r.registrations[0];
+        let s = c
+            .schedule
+            .as_ref()
+            .map(|s| &MULTI[s.span.start..s.span.end()]);
+        assert_eq!(s, Some("\"0 * * * *\""));
+        assert_eq!(
+            c.tie.as_ref().map(|t| t.job.as_str()),
+            Some("settle-payments")
+        );
+        assert_eq!(c.command, ["node", "jobs/settle.js"]);
+        assert_eq!(c.zone(), "Asia/Seoul");
+    }
+
+    #[test]
+    fn syntax_error_is_located_in_its_document() {
+        let text = "kind: CronJob\n---\nkind: CronJob\nspec: [\n";
+        let r = read(text);
+        assert_eq!(r.problems.len(), 1);
+        assert!(r.problems[0].span.start >= 18);
+    }
+}

@@ -1,0 +1,493 @@
+//! Registration sources (SPEC 3.6): the places where cron jobs really get registered,
+//! besides batchguard manifests. Kubernetes CronJobs, PM2 ecosystem files and crontabs are
+//! each read into the same [`Registration`] model, so the cross-file analysis (duplicates,
+//! concurrency, drift) and the per-registration platform rules see one shape.
+//!
+//! Reading never fails: a file that looks like a source but cannot be parsed or evaluated
+//! becomes a located [`Problem`] (BG001 for YAML syntax, BG006 for limits, BG609 when the
+//! source could not be read at all), never a silent skip.
+
+pub mod crontab;
+pub mod kubernetes;
+pub mod pm2;
+
+use crate::manifest::yaml::{Node, Span, Value};
+use crate::schedule::Dialect;
+use std::path::Path;
+
+/// Which kind of source a registration came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SourceKind {
+    Kubernetes,
+    Pm2,
+    Crontab,
+}
+
+impl SourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Kubernetes => "kubernetes",
+            SourceKind::Pm2 => "pm2",
+            SourceKind::Crontab => "crontab",
+        }
+    }
+
+    /// SPEC 4: the dialect each platform's scheduler speaks.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            SourceKind::Kubernetes => Dialect::Kubernetes,
+            SourceKind::Pm2 => Dialect::NodeCron,
+            SourceKind::Crontab => Dialect::Crontab,
+        }
+    }
+}
+
+/// A value read from a source with the span it was read from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct At<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+/// A registration's tie to a manifest job (SPEC 3.5 "Ties").
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tie {
+    /// Present for the `batchguard.dev/job: service/name` annotation.
+    pub service: Option<String>,
+    pub job: String,
+    /// `batchguard run --manifest PATH`, when given: helps pick the service.
+    pub manifest: Option<String>,
+    pub span: Span,
+}
+
+/// Kubernetes CronJob fields the platform rules (BG603-BG605) look at.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KubeFields {
+    pub concurrency_policy: Option<At<String>>,
+    pub starting_deadline_seconds: Option<At<i128>>,
+    pub backoff_limit: Option<At<i128>>,
+    pub active_deadline_seconds: Option<At<i128>>,
+    pub suspend: Option<At<bool>>,
+}
+
+/// One place a job is registered to run on a schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Registration {
+    pub kind: SourceKind,
+    /// Index into the lint run's files (0 until the run renumbers it).
+    pub file: usize,
+    /// Where the registration is named: CronJob `metadata.name`, PM2 app `name`, crontab line.
+    pub span: Span,
+    /// How a user recognises it: `CronJob settle`, `PM2 app settle`, `crontab line 4`.
+    pub label: String,
+    pub schedule: Option<At<String>>,
+    pub timezone: Option<At<String>>,
+    pub dialect: Dialect,
+    /// The command as registered (argv), and where it is written.
+    pub command: Vec<String>,
+    pub command_span: Span,
+    /// Processes that each fire the schedule (PM2 instances; 1 elsewhere).
+    pub instances: u64,
+    pub instances_span: Option<Span>,
+    /// PM2 `exec_mode: cluster`.
+    pub cluster: bool,
+    pub kube: Option<KubeFields>,
+    pub tie: Option<Tie>,
+    /// The command runs under `batchguard run` or `flock` (SPEC 3.5 "Wrapped crontab lines").
+    pub wrapped: bool,
+}
+
+impl Registration {
+    /// The command the registration finally runs, without the wrapper: `batchguard run …
+    /// -- CMD` and `flock [opts] FILE CMD` give CMD. Leading `./` is dropped from each word.
+    pub fn effective_argv(&self) -> Vec<String> {
+        effective_argv(&self.command)
+    }
+
+    /// A Kubernetes CronJob with `suspend: true` fires nothing.
+    pub fn suspended(&self) -> bool {
+        self.kube
+            .as_ref()
+            .and_then(|k| k.suspend.as_ref())
+            .is_some_and(|s| s.value)
+    }
+
+    /// The timezone name in force (UTC when none is given).
+    pub fn zone(&self) -> &str {
+        self.timezone.as_ref().map_or("UTC", |t| t.value.as_str())
+    }
+}
+
+/// A problem found while reading a source, located in its file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub code: &'static str,
+    pub span: Span,
+    pub message: String,
+    pub help: String,
+}
+
+/// What reading one source file gives.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub registrations: Vec<Registration>,
+    pub problems: Vec<Problem>,
+    /// The text to show in reports (the file as written).
+    pub text: String,
+}
+
+/// A file that is a source by its name alone (PM2 ecosystem files, crontabs).
+pub fn is_source_name(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    pm2::is_ecosystem_name(name) || crontab::is_crontab_path(path)
+}
+
+/// Which source a file is, by its name and (for Kubernetes) its content.
+pub fn classify(path: &Path, bytes: &[u8]) -> Option<SourceKind> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if pm2::is_ecosystem_name(name) {
+        return Some(SourceKind::Pm2);
+    }
+    if crontab::is_crontab_path(path) {
+        return Some(SourceKind::Crontab);
+    }
+    let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
+    if yaml && kubernetes::looks_like_cronjob(bytes) {
+        return Some(SourceKind::Kubernetes);
+    }
+    None
+}
+
+/// Reads one source file. Never fails: every problem is a located [`Problem`].
+pub fn read(kind: SourceKind, path: &Path, bytes: &[u8]) -> Read {
+    if bytes.len() > crate::manifest::load::MAX_FILE_BYTES {
+        return Read {
+            problems: vec![Problem {
+                code: "BG006",
+                span: Span::default(),
+                message: format!(
+                    "the file is {} bytes, over the {} MiB limit",
+                    bytes.len(),
+                    crate::manifest::load::MAX_FILE_BYTES / 1024 / 1024
+                ),
+                help: "split the file; registration sources are small".into(),
+            }],
+            ..Read::default()
+        };
+    }
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t.to_owned(),
+        Err(e) => {
+            return Read {
+                problems: vec![Problem {
+                    code: if kind == SourceKind::Crontab {
+                        "BG609"
+                    } else {
+                        "BG001"
+                    },
+                    span: Span::new(e.valid_up_to(), 1),
+                    message: format!(
+                        "the file is not valid UTF-8 (byte {} is not part of a character)",
+                        e.valid_up_to()
+                    ),
+                    help: "save the file as UTF-8 text".into(),
+                }],
+                text: String::from_utf8_lossy(bytes).into_owned(),
+                ..Read::default()
+            };
+        }
+    };
+    let mut read = match kind {
+        SourceKind::Kubernetes => kubernetes::read(&text),
+        SourceKind::Pm2 => pm2::read(path, &text),
+        SourceKind::Crontab => crontab::read(path, &text),
+    };
+    read.text = text;
+    read
+}
+
+/// The value at `key` of a mapping node.
+pub(crate) fn get<'n>(node: &'n Node, key: &str) -> Option<&'n Node> {
+    match &node.value {
+        Value::Map(entries) => entries
+            .iter()
+            .find(|(k, _)| matches!(&k.value, Value::Str(s) if s == key))
+            .map(|(_, v)| v),
+        _ => None,
+    }
+}
+
+pub(crate) fn str_at(node: &Node) -> Option<At<String>> {
+    match &node.value {
+        Value::Str(s) => Some(At {
+            value: s.clone(),
+            span: node.span,
+        }),
+        Value::Int(i) => Some(At {
+            value: i.to_string(),
+            span: node.span,
+        }),
+        _ => None,
+    }
+}
+
+pub(crate) fn int_at(node: &Node) -> Option<At<i128>> {
+    match &node.value {
+        Value::Int(i) => Some(At {
+            value: *i,
+            span: node.span,
+        }),
+        _ => None,
+    }
+}
+
+/// Argv words of a list node (non-strings skipped).
+pub(crate) fn words(node: &Node) -> Vec<String> {
+    match &node.value {
+        Value::Seq(items) => items
+            .iter()
+            .filter_map(|n| str_at(n).map(|s| s.value))
+            .collect(),
+        Value::Str(s) => split_words(s),
+        _ => Vec::new(),
+    }
+}
+
+/// Splits a shell-ish command line into words: whitespace separates, single and double
+/// quotes group, a backslash escapes the next character. No expansion of any kind.
+pub fn split_words(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    out
+}
+
+fn basename(word: &str) -> &str {
+    word.rsplit('/').next().unwrap_or(word)
+}
+
+fn is_env_assignment(word: &str) -> bool {
+    match word.split_once('=') {
+        Some((name, _)) => {
+            !name.is_empty()
+                && name.chars().enumerate().all(|(i, c)| {
+                    c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())
+                })
+        }
+        None => false,
+    }
+}
+
+/// Drops leading `VAR=value` words and an optional `cd DIR &&` (SPEC 3.5).
+pub fn strip_prelude(argv: &[String]) -> &[String] {
+    let mut rest = argv;
+    while let Some(first) = rest.first()
+        && is_env_assignment(first)
+    {
+        rest = &rest[1..];
+    }
+    if rest.first().map(String::as_str) == Some("cd")
+        && let Some(i) = rest.iter().position(|w| w == "&&")
+    {
+        rest = &rest[i + 1..];
+        while let Some(first) = rest.first()
+            && is_env_assignment(first)
+        {
+            rest = &rest[1..];
+        }
+    }
+    rest
+}
+
+/// True when the command runs under `batchguard run` or `flock` (by basename).
+pub fn is_wrapped(argv: &[String]) -> bool {
+    let rest = strip_prelude(argv);
+    match rest.first().map(|w| basename(w)) {
+        Some("flock") => true,
+        Some("batchguard") => rest.get(1).map(String::as_str) == Some("run"),
+        _ => false,
+    }
+}
+
+/// The `--job NAME` (and `--manifest PATH`) of a `batchguard run` command.
+pub fn batchguard_tie(argv: &[String], span: Span) -> Option<Tie> {
+    let rest = strip_prelude(argv);
+    if rest.first().map(|w| basename(w)) != Some("batchguard")
+        || rest.get(1).map(String::as_str) != Some("run")
+    {
+        return None;
+    }
+    let mut job = None;
+    let mut manifest = None;
+    let mut i = 2;
+    while i < rest.len() {
+        let w = rest[i].as_str();
+        if w == "--" {
+            break;
+        }
+        if let Some(v) = w.strip_prefix("--job=") {
+            job = Some(v.to_owned());
+        } else if let Some(v) = w.strip_prefix("--manifest=") {
+            manifest = Some(v.to_owned());
+        } else if w == "--job" {
+            job = rest.get(i + 1).cloned();
+            i += 1;
+        } else if w == "--manifest" {
+            manifest = rest.get(i + 1).cloned();
+            i += 1;
+        }
+        i += 1;
+    }
+    job.map(|job| Tie {
+        service: None,
+        job,
+        manifest,
+        span,
+    })
+}
+
+/// What a (possibly wrapped) command finally runs; see [`Registration::effective_argv`].
+pub fn effective_argv(argv: &[String]) -> Vec<String> {
+    let rest = strip_prelude(argv);
+    let inner: Vec<String> = match rest.first().map(|w| basename(w)) {
+        Some("batchguard") if rest.get(1).map(String::as_str) == Some("run") => {
+            match rest.iter().position(|w| w == "--") {
+                Some(i) => rest[i + 1..].to_vec(),
+                None => Vec::new(),
+            }
+        }
+        Some("flock") => {
+            let mut i = 1;
+            // Options, then the lock file, then the command (or `-c STRING`).
+            while let Some(w) = rest.get(i)
+                && w.starts_with('-')
+            {
+                let takes_value = matches!(
+                    w.as_str(),
+                    "-w" | "--wait" | "--timeout" | "-E" | "--conflict-exit-code"
+                );
+                i += if takes_value { 2 } else { 1 };
+            }
+            i += 1; // the lock file
+            match rest.get(i).map(String::as_str) {
+                Some("-c" | "--command") => {
+                    rest.get(i + 1).map(|s| split_words(s)).unwrap_or_default()
+                }
+                _ => rest.get(i..).map(<[String]>::to_vec).unwrap_or_default(),
+            }
+        }
+        _ => rest.to_vec(),
+    };
+    inner
+        .into_iter()
+        .map(|w| w.strip_prefix("./").map(str::to_owned).unwrap_or(w))
+        .collect()
+}
+
+/// Finds `needle` in `text` at or after `from`, as a quoted or plain token; used to point
+/// into a `.js` ecosystem file whose values were read by evaluating it.
+pub(crate) fn find_token(text: &str, needle: &str, from: usize) -> Option<Span> {
+    if needle.is_empty() {
+        return None;
+    }
+    let hay = text.get(from..)?;
+    for q in ["\"", "'", "`"] {
+        let quoted = format!("{q}{needle}{q}");
+        if let Some(i) = hay.find(&quoted) {
+            return Some(Span::new(from + i, quoted.len()));
+        }
+    }
+    hay.find(needle).map(|i| Span::new(from + i, needle.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Vec<String> {
+        split_words(s)
+    }
+
+    #[test]
+    fn wrapped_commands() {
+        assert!(is_wrapped(&v("flock -n /tmp/x.lock node a.js")));
+        assert!(is_wrapped(&v(
+            "A=1 cd /srv && /usr/bin/flock -w 5 /l node a.js"
+        )));
+        assert!(is_wrapped(&v(
+            "/usr/local/bin/batchguard run --job x -- node a.js"
+        )));
+        assert!(!is_wrapped(&v("node a.js")));
+        assert!(!is_wrapped(&v("batchguard lint")));
+    }
+
+    #[test]
+    fn effective_argv_unwraps() {
+        assert_eq!(
+            effective_argv(&v("cd /srv && flock -w 5 /l ./bin/x --a")),
+            v("bin/x --a")
+        );
+        assert_eq!(
+            effective_argv(&v("flock /l -c 'node a.js'")),
+            v("node a.js")
+        );
+        assert_eq!(
+            effective_argv(&v("batchguard run --job x -- node a.js")),
+            v("node a.js")
+        );
+    }
+
+    #[test]
+    fn ties_from_batchguard_run() {
+        let t = batchguard_tie(
+            &v("batchguard run --manifest m.yaml --job=settle -- x"),
+            Span::default(),
+        );
+        assert_eq!(
+            t.map(|t| (t.job, t.manifest)),
+            Some(("settle".into(), Some("m.yaml".into())))
+        );
+        assert!(batchguard_tie(&v("node x"), Span::default()).is_none());
+    }
+
+    #[test]
+    fn quotes_group_words() {
+        assert_eq!(v(r#"a "b c" 'd e' f\ g"#), ["a", "b c", "d e", "f g"]);
+    }
+}

@@ -1,0 +1,57 @@
+//! `batchguard graph`: the deploy tree in `fixtures/graph/` (two manifests, multi-document
+//! Kubernetes YAML, a crontab, a PM2 file) drawn as DOT and Mermaid, kept as snapshots.
+
+use assert_cmd::Command;
+use batchguard::config::Settings;
+use batchguard::graph::{Format, render};
+use batchguard::lint::{LintOptions, run};
+use std::path::PathBuf;
+
+const NOW: &str = "2026-03-01T00:00:00Z";
+
+fn draw(format: Format) -> String {
+    let now = NOW.parse().expect("fixed now");
+    let run = run(&LintOptions {
+        paths: vec![PathBuf::from("fixtures/graph")],
+        settings: Settings::default(),
+        now,
+    });
+    assert!(run.unreadable.is_empty());
+    render(&run, now, format)
+}
+
+#[test]
+fn dot_snapshot() {
+    let out = draw(Format::Dot);
+    assert!(out.contains("depends on (cycle)"), "{out}");
+    assert!(out.contains("color=red"), "{out}");
+    insta::assert_snapshot!("graph_dot", out);
+}
+
+#[test]
+fn mermaid_snapshot() {
+    let out = draw(Format::Mermaid);
+    assert!(out.starts_with("flowchart LR\n"));
+    insta::assert_snapshot!("graph_mermaid", out);
+}
+
+#[test]
+fn graph_exits_0_and_2() {
+    Command::cargo_bin("batchguard")
+        .expect("binary")
+        .args([
+            "graph",
+            "fixtures/graph",
+            "--format",
+            "mermaid",
+            "--now",
+            NOW,
+        ])
+        .assert()
+        .code(0);
+    Command::cargo_bin("batchguard")
+        .expect("binary")
+        .args(["graph", "no/such/dir"])
+        .assert()
+        .code(2);
+}

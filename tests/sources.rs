@@ -1,0 +1,313 @@
+//! Registration sources end to end: node absent, hostile ecosystem files and Kubernetes
+//! YAML bounded, duplicates reported with every place in JSON `related`.
+
+use assert_cmd::Command;
+use std::fs;
+use std::path::Path;
+
+const NOW: &str = "2026-03-01T00:00:00Z";
+
+fn bg() -> Command {
+    let mut c = Command::cargo_bin("batchguard").expect("binary builds");
+    c.env("NO_COLOR", "1");
+    c
+}
+
+fn has_node() -> bool {
+    std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn json(dir: &Path, extra_env: Option<(&str, &str)>) -> serde_json::Value {
+    let mut c = bg();
+    c.args(["lint", "--format", "json", "--now", NOW]).arg(dir);
+    if let Some((k, v)) = extra_env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("runs");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn findings<'a>(v: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
+    v["findings"]
+        .as_array()
+        .map(|a| a.iter().filter(|f| f["code"] == code).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn node_absent_is_bg609_not_a_silent_skip() {
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(
+        dir.path().join("ecosystem.config.js"),
+        "module.exports = { apps: [{ name: 'settle', script: 'jobs/settle.js', cron_restart: '0 * * * *' }] };\n",
+    )
+    .expect("write");
+    let empty = tempfile::tempdir().expect("tmp");
+    let v = json(dir.path(), Some(("PATH", &empty.path().to_string_lossy())));
+    let f = findings(&v, "BG609");
+    assert_eq!(f.len(), 1, "{v}");
+    assert!(
+        f[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("node is not on PATH")),
+        "{v}"
+    );
+    assert_eq!(f[0]["severity"], "warning");
+    assert!(
+        f[0]["file"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("ecosystem.config.js"))
+    );
+}
+
+#[test]
+fn ecosystem_js_is_evaluated_when_node_is_there() {
+    if !has_node() {
+        eprintln!("node not on PATH: skipped");
+        return;
+    }
+    let v = json(Path::new("fixtures/rules/BG606/bad"), None);
+    let f = findings(&v, "BG606");
+    assert_eq!(f.len(), 1, "{v}");
+    // Located on `instances: "max"` in the .js file, found by its text.
+    assert_eq!(f[0]["line"], 17);
+}
+
+#[test]
+fn an_ecosystem_file_that_never_ends_is_killed() {
+    if !has_node() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(dir.path().join("ecosystem.config.js"), "for (;;) {}\n").expect("write");
+    let v = json(dir.path(), None);
+    let f = findings(&v, "BG609");
+    assert_eq!(f.len(), 1, "{v}");
+    assert!(
+        f[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("timed out")),
+        "{v}"
+    );
+}
+
+#[test]
+fn an_ecosystem_file_that_prints_megabytes_is_cut_off() {
+    if !has_node() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(
+        dir.path().join("ecosystem.config.cjs"),
+        "module.exports = { apps: [{ name: 'x'.repeat(8 * 1024 * 1024), cron_restart: '* * * * *' }] };\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    let f = findings(&v, "BG609");
+    assert_eq!(f.len(), 1, "{v}");
+    assert!(
+        f[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("more than 4 MiB")),
+        "{v}"
+    );
+}
+
+/// Node 20+ has the permission model the evaluation relies on.
+fn node_major() -> u32 {
+    std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .trim_start_matches('v')
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_ecosystem_file_cannot_write_files() {
+    if node_major() < 20 {
+        eprintln!("node 20+ not on PATH: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(
+        dir.path().join("ecosystem.config.js"),
+        "require('fs').writeFileSync(__dirname + '/pwned', 'x'); module.exports = { apps: [] };\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    assert!(!dir.path().join("pwned").exists());
+    assert_eq!(findings(&v, "BG609").len(), 1, "{v}");
+}
+
+#[test]
+fn kubernetes_alias_bomb_and_syntax_errors_are_located() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut bomb = String::from(
+        "apiVersion: v1\nkind: ConfigMap\n---\nkind: CronJob\na: &a [x, x, x, x, x, x, x, x, x, x]\n",
+    );
+    for (i, prev) in ["a", "b", "c", "d", "e", "f", "g"].iter().enumerate() {
+        let name = ["b", "c", "d", "e", "f", "g", "h"][i];
+        bomb.push_str(&format!("{name}: &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+    }
+    fs::write(dir.path().join("bomb.yaml"), bomb).expect("write");
+    fs::write(
+        dir.path().join("broken.yaml"),
+        "kind: Deployment\n---\napiVersion: batch/v1\nkind: CronJob\nspec: [\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    assert_eq!(findings(&v, "BG006").len(), 1, "{v}");
+    let syntax = findings(&v, "BG001");
+    assert_eq!(syntax.len(), 1, "{v}");
+    assert!(syntax[0]["line"].as_u64().is_some_and(|l| l >= 3), "{v}");
+}
+
+#[test]
+fn duplicate_lists_every_place_in_json_and_sarif() {
+    let v = json(Path::new("fixtures/rules/BG601/bad"), None);
+    let f = findings(&v, "BG601");
+    assert_eq!(f.len(), 1, "{v}");
+    assert!(
+        f[0]["file"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("billing.batchguard.yaml"))
+    );
+    let related: Vec<&str> = f[0]["related"]
+        .as_array()
+        .expect("related")
+        .iter()
+        .filter_map(|r| r["file"].as_str())
+        .collect();
+    assert_eq!(related.len(), 2, "{v}");
+    assert!(related.iter().any(|p| p.ends_with("batch-01.crontab")));
+    assert!(related.iter().any(|p| p.ends_with("cronjobs.yaml")));
+    let out = bg()
+        .args([
+            "lint",
+            "fixtures/rules/BG601/bad",
+            "--format",
+            "sarif",
+            "--now",
+            NOW,
+        ])
+        .output()
+        .expect("runs");
+    let sarif: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sarif");
+    let results = sarif["runs"][0]["results"].as_array().expect("results");
+    let dup = results
+        .iter()
+        .find(|r| r["ruleId"] == "BG601")
+        .expect("BG601");
+    assert_eq!(dup["relatedLocations"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn a_crontab_line_and_a_manifest_in_another_zone_are_the_same_slots() {
+    // 02:00 in Seoul is 17:00 UTC: compared by slots, not strings.
+    let dir = tempfile::tempdir().expect("tmp");
+    let manifest =
+        fs::read_to_string("fixtures/rules/BG608/good/billing.batchguard.yaml").expect("read");
+    fs::write(dir.path().join("billing.batchguard.yaml"), manifest).expect("write");
+    fs::write(
+        dir.path().join("crontab"),
+        "CRON_TZ=UTC\n0 17 * * * flock -n /l node jobs/settle.js\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    assert_eq!(findings(&v, "BG601").len(), 1, "{v}");
+    fs::write(
+        dir.path().join("crontab"),
+        "CRON_TZ=UTC\n0 2 * * * flock -n /l node jobs/settle.js\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    assert_eq!(findings(&v, "BG601").len(), 0, "{v}");
+}
+
+#[test]
+fn ambiguous_dependency_lists_candidates() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let base =
+        fs::read_to_string("fixtures/rules/BG701/good/ledger.batchguard.yaml").expect("read");
+    fs::write(dir.path().join("ledger.batchguard.yaml"), &base).expect("write");
+    fs::write(
+        dir.path().join("treasury.batchguard.yaml"),
+        base.replace("service: ledger", "service: treasury"),
+    )
+    .expect("write");
+    let billing = fs::read_to_string("fixtures/rules/BG701/good/billing.batchguard.yaml")
+        .expect("read")
+        .replace("ledger/close-books", "close-books");
+    fs::write(dir.path().join("billing.batchguard.yaml"), billing).expect("write");
+    let v = json(dir.path(), None);
+    let f = findings(&v, "BG701");
+    assert_eq!(f.len(), 1, "{v}");
+    let m = f[0]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains("ledger/close-books") && m.contains("treasury/close-books"),
+        "{m}"
+    );
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in fs::read_dir(from).expect("read dir").filter_map(Result::ok) {
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            fs::create_dir_all(&target).expect("mkdir");
+            copy_tree(&e.path(), &target);
+        } else {
+            fs::copy(e.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn a_cross_file_finding_can_be_allowed_with_a_reason() {
+    let dir = tempfile::tempdir().expect("tmp");
+    copy_tree(Path::new("fixtures/rules/BG601/bad"), dir.path());
+    let m = dir.path().join("billing.batchguard.yaml");
+    let text = fs::read_to_string(&m).expect("read").replace(
+        "  - name: settle-payments",
+        "  # batchguard: allow BG601 -- crontab removed in the next deploy (OPS-123)\n  - name: settle-payments",
+    );
+    fs::write(&m, text).expect("write");
+    let v = json(dir.path(), None);
+    assert!(findings(&v, "BG601").is_empty(), "{v}");
+    assert!(findings(&v, "BG902").is_empty(), "{v}");
+    assert_eq!(v["summary"]["suppressed"], 1, "{v}");
+}
+
+#[test]
+fn a_huge_crontab_of_one_command_is_bounded() {
+    // 20,000 lines of one command on 1,440 distinct schedules: one duplicated job, found
+    // without comparing every pair of lines.
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut text = String::from("CRON_TZ=UTC\n");
+    for i in 0..20_000 {
+        text.push_str(&format!(
+            "{} {} * * * flock -n /l node x.js\n",
+            i % 60,
+            (i / 60) % 24
+        ));
+    }
+    fs::write(dir.path().join("crontab"), text).expect("write");
+    let v = json(dir.path(), None);
+    assert!(!findings(&v, "BG601").is_empty(), "{}", v["summary"]);
+}
