@@ -11,6 +11,11 @@ use clap::{CommandFactory, Parser};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+/// The lint and audit hot paths allocate many small strings and nodes; mimalloc is
+/// markedly faster than the system allocator for that pattern.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const FOUND: u8 = 1;
 const CANNOT_RUN: u8 = 2;
 
