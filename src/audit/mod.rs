@@ -303,3 +303,11 @@ impl AuditResult {
         self.findings.iter().filter(|f| f.severity >= min).count()
     }
 }
+
+/// `1h02m03s`, `2m05s`, `4.2s`: a length of time in seconds, for reports.
+pub fn human_secs(s: f64) -> String {
+    if s < 10.0 && s.fract() != 0.0 {
+        return format!("{s:.1}s");
+    }
+    engine::human((s * 1000.0).round() as i64)
+}
