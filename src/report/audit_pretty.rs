@@ -11,7 +11,7 @@ pub(crate) fn pct(v: Option<f64>) -> String {
 
 /// `2m05s`, `0.4s`, or `-`.
 pub(crate) fn secs(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |s| crate::audit::human_secs(s))
+    v.map_or_else(|| "-".into(), crate::audit::human_secs)
 }
 
 /// A plain text table: first column left-aligned, the others right-aligned.
