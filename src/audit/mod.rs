@@ -15,6 +15,7 @@
 pub mod checks;
 mod engine;
 pub mod hist;
+pub mod run;
 pub mod snapshot;
 
 pub use engine::Auditor;
