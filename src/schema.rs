@@ -18,3 +18,13 @@ pub fn manifest() -> String {
 pub fn config() -> String {
     render::<crate::config::Config>()
 }
+
+/// One ledger event row (`schemas/ledger-event.schema.json`).
+pub fn ledger_event_schema() -> String {
+    render::<crate::ledger::format::LedgerEvent>()
+}
+
+/// One ledger output row (`schemas/ledger-output.schema.json`).
+pub fn ledger_output_schema() -> String {
+    render::<crate::ledger::format::LedgerOutput>()
+}

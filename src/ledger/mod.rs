@@ -160,6 +160,7 @@ impl fmt::Display for RowError {
 pub struct SourceError(pub String);
 
 pub mod csv;
+pub mod format;
 pub mod jsonl;
 pub mod read;
 pub mod sql;
