@@ -161,6 +161,7 @@ pub struct SourceError(pub String);
 
 pub mod csv;
 pub mod format;
+pub mod generate;
 pub mod jsonl;
 pub mod read;
 pub mod sql;
