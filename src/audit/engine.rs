@@ -174,7 +174,7 @@ pub struct Auditor {
     jobs: Vec<AuditJob>,
     opts: AuditOptions,
     to_ms: i64,
-    by_name: HashMap<String, u32>,
+    by_name: HashMap<String, u32, Fast>,
     states: Vec<JobState>,
     /// `(service, name)` and bare `name` of manifest jobs -> index in `jobs`.
     declared: HashMap<String, usize>,
@@ -210,7 +210,7 @@ impl Auditor {
         let mut a = Auditor {
             to_ms: ms(opts.to),
             opts,
-            by_name: HashMap::new(),
+            by_name: HashMap::default(),
             states: Vec::new(),
             declared,
             slot_index: HashMap::default(),

@@ -18,7 +18,7 @@ h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px sol
 .card{border:1px solid #d0d7de;border-radius:8px;padding:.6rem 1rem;min-width:7rem}
 .card b{display:block;font-size:1.5rem}.bad b{color:#cf222e}.warn b{color:#9a6700}.good b{color:#1a7f37}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:.3rem .5rem;border-bottom:1px solid #eaeef2;text-align:right}
-th:first-child,td:first-child{text-align:left}tr:last-child td{font-weight:600}
+th:first-child,td:first-child{text-align:left}table.m tr:last-child td{font-weight:600}.f td.t{white-space:nowrap}
 .f td{text-align:left;vertical-align:top}.error{color:#cf222e;font-weight:600}.warning{color:#9a6700;font-weight:600}
 code{background:#f6f8fa;padding:0 .25rem;border-radius:4px}svg text{font:11px system-ui,sans-serif;fill:#59636e}
 .legend span{display:inline-block;width:.8rem;height:.8rem;margin:0 .3rem 0 1rem;vertical-align:middle}";
@@ -81,7 +81,7 @@ pub fn render(r: &AuditResult) -> String {
     h.push_str("<h2>Latency distribution per job</h2><p class=\"sub\">Scheduled time to first successful end, log scale; the dashed line is the job's p95.</p>");
     h.push_str(&latency_chart(&r.jobs));
 
-    h.push_str("<h2>Jobs</h2><table><thead><tr>");
+    h.push_str("<h2>Jobs</h2><table class=\"m\"><thead><tr>");
     for c in HEADERS {
         h.push_str(&format!("<th>{}</th>", esc(c)));
     }
@@ -106,7 +106,7 @@ pub fn render(r: &AuditResult) -> String {
             for f in fs {
                 let sev = f.severity.to_string();
                 h.push_str(&format!(
-                    "<tr><td class=\"{sev}\">{sev}</td><td>{}&nbsp;<code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                    "<tr><td class=\"{sev}\">{sev}</td><td class=\"t\">{}&nbsp;<code>{}</code></td><td class=\"t\">{}</td><td>{}</td></tr>",
                     f.code,
                     f.name,
                     f.scheduled_at.map(|t| t.to_string()).unwrap_or_default(),
@@ -144,28 +144,31 @@ fn per_day_chart(r: &AuditResult) -> String {
     }
     let (w, hgt, left, bottom, top) = (1000.0, 220.0, 40.0, 40.0, 10.0);
     let n = r.per_day.len() as f64;
-    let max = r
+    let peak = r
         .per_day
         .iter()
         .map(|(_, a, b)| (*a).max(*b))
         .max()
         .unwrap_or(1)
-        .max(1) as f64;
+        .max(1);
+    // Whole-number gridlines: a step of ceil(peak / 4), the axis up to 4 steps.
+    let step = peak.div_ceil(4);
+    let max = (step * 4) as f64;
     let plot_h = hgt - bottom - top;
     let slot = (w - left - 10.0) / n;
     let bar = (slot * 0.4).min(24.0);
     let mut s = format!(
         "<div class=\"legend\"><span style=\"background:#cf222e\"></span>missed<span style=\"background:#bf8700\"></span>duplicated</div><svg viewBox=\"0 0 {w} {hgt}\" width=\"100%\" role=\"img\" aria-label=\"missed and duplicated runs per day\">"
     );
-    for i in 0..=4 {
-        let v = max * f64::from(i) / 4.0;
+    for i in 0..=4u32 {
+        let v = step * u64::from(i);
         let y = top + plot_h - plot_h * f64::from(i) / 4.0;
         s.push_str(&format!(
             "<line x1=\"{left}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#eaeef2\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
             w - 10.0,
             left - 4.0,
             y + 4.0,
-            v.round()
+            v
         ));
     }
     let label_every = (n / 15.0).ceil().max(1.0) as usize;
