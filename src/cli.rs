@@ -19,6 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// Validate job manifests before a deploy.
     Lint(LintArgs),
+    /// Check the run ledger: did every slot run exactly once, every output apply once?
+    Audit(AuditArgs),
     /// List every rule: code, name, default severity, one line.
     Rules {
         #[arg(long, value_enum, default_value_t = RulesFormat::Text)]
@@ -111,6 +113,48 @@ pub enum GraphFormat {
     Mermaid,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct AuditArgs {
+    /// Events: path.csv, path.jsonl/.ndjson, sqlite:PATH or postgres://…
+    #[arg(long)]
+    pub ledger: String,
+    /// Applied outputs (default: the ledger's outputs table for sqlite/postgres).
+    #[arg(long)]
+    pub outputs: Option<String>,
+    /// Manifests declaring the jobs (repeatable). Without one, only AU102-AU104 and AU201 run.
+    #[arg(long = "manifest")]
+    pub manifests: Vec<PathBuf>,
+    /// Directory the manifests' snapshot.path templates are relative to (AU202-AU204).
+    #[arg(long)]
+    pub snapshots: Option<PathBuf>,
+    /// Window start (inclusive), RFC 3339: slots are selected by scheduled_at.
+    #[arg(long, value_parser = parse_timestamp)]
+    pub from: jiff::Timestamp,
+    /// Window end (exclusive), RFC 3339.
+    #[arg(long, value_parser = parse_timestamp)]
+    pub to: jiff::Timestamp,
+    #[arg(long, value_enum, default_value_t = AuditFormat::Pretty)]
+    pub format: AuditFormat,
+    /// Write the report to FILE instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Lowest severity that makes the exit code 1.
+    #[arg(long, value_enum, default_value_t = FailOn::Error)]
+    pub fail_on: FailOn,
+    /// IANA zone for ledger timestamps written without an offset (refused otherwise).
+    #[arg(long)]
+    pub assume_tz: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum AuditFormat {
+    Pretty,
+    Json,
+    Markdown,
+    Html,
+    Csv,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum LintFormat {
     Pretty,
@@ -136,6 +180,7 @@ pub enum FailOn {
 pub enum SchemaKind {
     Manifest,
     Config,
+    Ledger,
 }
 
 fn parse_timestamp(s: &str) -> Result<jiff::Timestamp, String> {

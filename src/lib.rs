@@ -1,5 +1,6 @@
 //! batchguard: keeps scheduled batch jobs from doing the same work twice, or not at all.
 
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod finding;

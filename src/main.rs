@@ -1,7 +1,8 @@
 //! Thin entry point: parse arguments, call one function, map the result to an exit code.
 
 use batchguard::cli::{
-    Cli, Command, FailOn, GraphArgs, GraphFormat, LintArgs, LintFormat, RulesFormat, SchemaKind,
+    AuditArgs, AuditFormat, Cli, Command, FailOn, GraphArgs, GraphFormat, LintArgs, LintFormat,
+    RulesFormat, SchemaKind,
 };
 use batchguard::config::{self, Settings};
 use batchguard::finding::Severity;
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Lint(args) => lint_cmd(args),
+        Command::Audit(args) => audit_cmd(args),
         Command::Rules { format } => {
             print(&match format {
                 RulesFormat::Text => rules_table(),
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
             print(&match format {
                 SchemaKind::Manifest => batchguard::schema::manifest(),
                 SchemaKind::Config => batchguard::schema::config(),
+                SchemaKind::Ledger => batchguard::schema::ledger(),
             });
             ExitCode::SUCCESS
         }
@@ -151,6 +154,49 @@ fn graph_cmd(args: GraphArgs) -> ExitCode {
     };
     print(&batchguard::graph::render(&run, now, format));
     ExitCode::SUCCESS
+}
+
+fn audit_cmd(args: AuditArgs) -> ExitCode {
+    use batchguard::audit::run::{RunOptions, run};
+    let opts = RunOptions {
+        ledger: args.ledger,
+        outputs: args.outputs,
+        manifests: args.manifests,
+        snapshots: args.snapshots,
+        from: args.from,
+        to: args.to,
+        assume_tz: args.assume_tz,
+        progress: std::io::stderr().is_terminal(),
+    };
+    let result = match run(&opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(CANNOT_RUN);
+        }
+    };
+    let color = args.out.is_none() && use_color();
+    let text = match args.format {
+        AuditFormat::Pretty => report::audit_pretty::render(&result, color),
+        AuditFormat::Json => report::audit_json::render(&result),
+        AuditFormat::Markdown => report::audit_markdown::render(&result),
+        AuditFormat::Html => report::audit_html::render(&result),
+        AuditFormat::Csv => report::audit_csv::render(&result),
+    };
+    match &args.out {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, text) {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return ExitCode::from(CANNOT_RUN);
+            }
+        }
+        None => print(&text),
+    }
+    let min = match args.fail_on {
+        FailOn::Error => Severity::Error,
+        FailOn::Warning => Severity::Warning,
+    };
+    ExitCode::from(if result.failing(min) > 0 { FOUND } else { 0 })
 }
 
 fn rules_table() -> String {

@@ -18,3 +18,28 @@ pub fn manifest() -> String {
 pub fn config() -> String {
     render::<crate::config::Config>()
 }
+
+/// One ledger event row (`schemas/ledger-event.schema.json`).
+pub fn ledger_event_schema() -> String {
+    render::<crate::ledger::format::LedgerEvent>()
+}
+
+/// One ledger output row (`schemas/ledger-output.schema.json`).
+pub fn ledger_output_schema() -> String {
+    render::<crate::ledger::format::LedgerOutput>()
+}
+
+/// A ledger row: an event (SPEC 5.1) or an applied output (SPEC 5.2).
+/// Each file or table holds one kind; this schema accepts either, for editors and validators.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum LedgerRow {
+    Event(crate::ledger::format::LedgerEvent),
+    Output(crate::ledger::format::LedgerOutput),
+}
+
+/// `batchguard schema ledger` (`schemas/ledger.schema.json`).
+pub fn ledger() -> String {
+    render::<LedgerRow>()
+}

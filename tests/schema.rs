@@ -22,6 +22,11 @@ fn manifest_schema_is_current() {
 }
 
 #[test]
+fn ledger_schema_is_current() {
+    check("schemas/ledger.schema.json", batchguard::schema::ledger());
+}
+
+#[test]
 fn config_schema_is_current() {
     check("schemas/config.schema.json", batchguard::schema::config());
 }

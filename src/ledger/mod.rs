@@ -158,3 +158,13 @@ impl fmt::Display for RowError {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct SourceError(pub String);
+
+pub mod csv;
+pub mod format;
+pub mod generate;
+pub mod jsonl;
+pub mod read;
+pub mod sql;
+pub mod time;
+
+pub use read::{ReadOptions, Source, read_events, read_outputs};

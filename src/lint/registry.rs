@@ -54,8 +54,12 @@ static RULES: &[&dyn Rule] = &[
     &bg902_unused_suppression::UnusedSuppression,
 ];
 
+/// Lint rules, then the audit checks (AU101-AU204) from `crate::audit::checks`.
 pub fn all() -> impl Iterator<Item = &'static RuleMeta> {
-    RULES.iter().map(|r| r.meta())
+    RULES
+        .iter()
+        .map(|r| r.meta())
+        .chain(crate::audit::checks::all())
 }
 
 pub fn job_rules() -> &'static [&'static dyn Rule] {

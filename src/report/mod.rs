@@ -1,5 +1,10 @@
 //! Reports print findings; they never decide what is a finding.
 
+pub mod audit_csv;
+pub mod audit_html;
+pub mod audit_json;
+pub mod audit_markdown;
+pub mod audit_pretty;
 pub mod github;
 pub mod json;
 pub mod pretty;

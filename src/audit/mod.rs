@@ -1,0 +1,314 @@
+//! `batchguard audit` (SPEC 6): did every scheduled slot run exactly once, with every output
+//! applied exactly once?
+//!
+//! Data flows one way: ledger rows (from `crate::ledger::read`) and manifests ->
+//! [`Auditor`] (a streaming fold: [`Auditor::event`], [`Auditor::output`],
+//! [`Auditor::row_error`]) -> [`Auditor::finish`] -> [`AuditResult`] (findings, per-job and
+//! total metrics, input counts, skipped checks) -> `crate::report::audit_*`.
+//!
+//! Memory grows with distinct slots, executions and output keys, never with rows: job names
+//! are interned, each slot and each execution is a small fixed-size record, run ids live
+//! once in a byte arena (only findings turn them back into strings), output keys are kept
+//! as 64-bit hashes with a count. See `docs/audit.md` for the definitions and the error
+//! bound of the percentiles.
+
+pub mod checks;
+mod engine;
+pub mod hist;
+pub mod run;
+pub mod snapshot;
+
+pub use engine::Auditor;
+
+use crate::finding::Severity;
+use crate::manifest::load::Loaded;
+use crate::manifest::model::Scheduler;
+use crate::schedule::{Dialect, Schedule};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// One manifest job as the audit needs it: schedule in its dialect and zone, the
+/// durations that decide grace and activity, and the retry classification.
+#[derive(Clone, Debug)]
+pub struct AuditJob {
+    pub service: String,
+    pub name: String,
+    /// `None` when the expression does not parse (`schedule_error` says why): slot checks
+    /// for this job are skipped, the others still run.
+    pub schedule: Option<Schedule>,
+    pub schedule_error: Option<String>,
+    pub tz: TimeZone,
+    pub tz_name: String,
+    pub enabled: bool,
+    /// `lock.ttl` in seconds.
+    pub ttl_s: Option<u64>,
+    /// `alerts.max_latency` in seconds.
+    pub max_latency_s: Option<u64>,
+    /// `retry.max_attempts` when bounded.
+    pub max_attempts: Option<u64>,
+    /// `retry.fatal` error codes.
+    pub fatal: Vec<String>,
+    /// `snapshot.path` template, `snapshot.key`, format and retention.
+    pub snapshot: Option<SnapshotSpec>,
+}
+
+#[derive(Clone, Debug)]
+pub struct SnapshotSpec {
+    pub path: String,
+    pub key: Option<String>,
+    pub csv: bool,
+    pub retention_s: Option<u64>,
+}
+
+impl AuditJob {
+    /// SPEC 6: the grace at `to` is `alerts.max_latency`, else `lock.ttl`, else none.
+    pub fn grace_s(&self) -> u64 {
+        self.max_latency_s.or(self.ttl_s).unwrap_or(0)
+    }
+}
+
+/// The jobs of one loaded manifest (defaults merged), in the dialect of its deployment
+/// (`deployment.scheduler`, else the platform's default, else `crontab`, as lint does).
+pub fn jobs_from_manifest(loaded: &Loaded, service: &str) -> Vec<AuditJob> {
+    let deployment = loaded.manifest.deployment.value();
+    let scheduler = deployment
+        .and_then(|d| d.scheduler.value().copied())
+        .or_else(|| {
+            deployment
+                .and_then(|d| d.platform.value())
+                .map(|p| p.default_scheduler())
+        })
+        .unwrap_or(Scheduler::Crontab);
+    let dialect: Dialect = scheduler.as_str().parse().unwrap_or(Dialect::Crontab);
+    let mut out = Vec::new();
+    for job in &loaded.jobs {
+        let Some(name) = job.name.value() else {
+            continue;
+        };
+        let tz_name = job
+            .timezone
+            .value()
+            .cloned()
+            .unwrap_or_else(|| "UTC".into());
+        let (tz, tz_err) = match TimeZone::get(&tz_name) {
+            Ok(tz) => (tz, None),
+            Err(e) => (
+                TimeZone::UTC,
+                Some(format!("time zone `{tz_name}` is unknown: {e}")),
+            ),
+        };
+        let (schedule, schedule_error) = match job.schedule.value() {
+            None => (None, Some("the job has no valid `schedule`".to_owned())),
+            Some(expr) => match Schedule::parse(expr, dialect) {
+                Ok(s) if tz_err.is_none() => (Some(s), None),
+                Ok(_) => (None, tz_err),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "schedule `{expr}` does not parse as {dialect}: {e}"
+                    )),
+                ),
+            },
+        };
+        let lock = job.lock.value();
+        let retry = job.retry.value();
+        let snapshot = job.snapshot.value().and_then(|s| {
+            Some(SnapshotSpec {
+                path: s.path.value()?.0.clone(),
+                key: s.key.value().cloned(),
+                csv: matches!(
+                    s.format.value(),
+                    Some(crate::manifest::model::SnapshotFormat::Csv)
+                ),
+                retention_s: s.retention.value().map(|d| d.secs()),
+            })
+        });
+        out.push(AuditJob {
+            service: service.to_owned(),
+            name: name.clone(),
+            schedule,
+            schedule_error,
+            tz,
+            tz_name,
+            enabled: job.enabled.value() != Some(&false),
+            ttl_s: lock.and_then(|l| l.ttl.value()).map(|d| d.secs()),
+            max_latency_s: job
+                .alerts
+                .value()
+                .and_then(|a| a.max_latency.value())
+                .map(|d| d.secs()),
+            max_attempts: retry.and_then(|r| r.bounded_attempts()),
+            fatal: retry
+                .and_then(|r| r.fatal.value().cloned())
+                .unwrap_or_default(),
+            snapshot,
+        });
+    }
+    out
+}
+
+/// The service a manifest declares, else its file name without `.batchguard.yaml`.
+pub fn service_name(loaded: &Loaded, path: &std::path::Path) -> String {
+    if let Some(s) = loaded.manifest.service.value() {
+        return s.clone();
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("service");
+    for suffix in [".batchguard.yaml", ".batchguard.yml", ".yaml", ".yml"] {
+        if let Some(stem) = name.strip_suffix(suffix) {
+            return stem.to_owned();
+        }
+    }
+    name.to_owned()
+}
+
+/// What the audit is asked.
+#[derive(Clone, Debug)]
+pub struct AuditOptions {
+    /// Window start (inclusive), by `scheduled_at`.
+    pub from: Timestamp,
+    /// Window end (exclusive).
+    pub to: Timestamp,
+    /// `--snapshots DIR`: enables AU202-AU204.
+    pub snapshots: Option<PathBuf>,
+    /// Whether any `--manifest` was given (without one, only AU102-AU104 and AU201 run).
+    pub with_manifest: bool,
+    /// Whether an outputs source was given (AU201, AU202 need it).
+    pub with_outputs: bool,
+}
+
+/// One audit finding. Shares [`Severity`] with lint findings; where lint points at a file
+/// span, an audit finding points at a job, a slot and the executions involved.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AuditFinding {
+    pub code: &'static str,
+    pub name: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    pub job: String,
+    /// The slot, RFC 3339 UTC; `null` for AU107 and AU201.
+    #[serde(serialize_with = "ser_ts_opt")]
+    pub scheduled_at: Option<Timestamp>,
+    pub run_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<String>>,
+}
+
+pub(crate) fn ser_ts_opt<S: serde::Serializer>(
+    t: &Option<Timestamp>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.serialize_str(&t.to_string()),
+        None => s.serialize_none(),
+    }
+}
+
+/// SPEC 6 metrics of one job (or the totals). Rates are `None` when their denominator is 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    pub expected: u64,
+    pub started: u64,
+    pub succeeded: u64,
+    pub missed: u64,
+    pub failed: u64,
+    pub duplicated: u64,
+    pub lost: u64,
+    pub skipped: u64,
+    pub lock_contention_ratio: Option<f64>,
+    pub first_attempt_success_rate: Option<f64>,
+    pub success_after_retry_rate: Option<f64>,
+    pub dead_lettered: u64,
+    pub manual_recoveries: u64,
+    pub duration_p50_s: Option<f64>,
+    pub duration_p95_s: Option<f64>,
+    pub duration_p99_s: Option<f64>,
+    pub duration_max_s: Option<f64>,
+    pub latency_p50_s: Option<f64>,
+    pub latency_p95_s: Option<f64>,
+    pub latency_p99_s: Option<f64>,
+    pub latency_max_s: Option<f64>,
+    pub outputs: u64,
+    pub duplicate_outputs: u64,
+    pub missing_outputs: u64,
+}
+
+/// Metrics of one job, with the data the charts need.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobReport {
+    pub job: String,
+    /// False for a ledger job that no manifest declares (AU107) or when no manifest was given.
+    #[serde(skip)]
+    pub declared: bool,
+    #[serde(flatten)]
+    pub metrics: Metrics,
+    /// Latency histogram (seconds, log buckets) for the HTML report.
+    #[serde(skip)]
+    pub latency_hist: hist::Histogram,
+    #[serde(skip)]
+    pub duration_hist: hist::Histogram,
+}
+
+/// Counts of what was read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct InputCounts {
+    /// Event rows and output rows together, rejected ones included.
+    pub rows_read: u64,
+    pub rows_rejected: u64,
+    pub rows_accepted: u64,
+    pub events: u64,
+    pub outputs: u64,
+    /// Accepted rows whose `scheduled_at` is outside `[from, to)`.
+    pub rows_outside_window: u64,
+}
+
+/// Checks that did not run, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Skipped {
+    pub codes: Vec<&'static str>,
+    pub reason: String,
+}
+
+/// What an audit found.
+#[derive(Clone, Debug)]
+pub struct AuditResult {
+    pub from: Timestamp,
+    pub to: Timestamp,
+    pub input: InputCounts,
+    /// The first rejected rows, with their location (at most [`MAX_ROW_ERRORS`]).
+    pub row_errors: Vec<crate::ledger::RowError>,
+    pub findings: Vec<AuditFinding>,
+    pub jobs: Vec<JobReport>,
+    pub totals: Metrics,
+    pub skipped: Vec<Skipped>,
+    /// Missed and duplicated slots per UTC day (`YYYY-MM-DD`, missed, duplicated), for charts.
+    pub per_day: Vec<(String, u64, u64)>,
+}
+
+pub const MAX_ROW_ERRORS: usize = 100;
+
+impl AuditResult {
+    pub fn count(&self, sev: Severity) -> usize {
+        self.findings.iter().filter(|f| f.severity == sev).count()
+    }
+    /// Findings at or above `min`.
+    pub fn failing(&self, min: Severity) -> usize {
+        self.findings.iter().filter(|f| f.severity >= min).count()
+    }
+}
+
+/// `1h02m03s`, `2m05s`, `4.2s`: a length of time in seconds, for reports.
+pub fn human_secs(s: f64) -> String {
+    if s < 10.0 && s.fract() != 0.0 {
+        return format!("{s:.1}s");
+    }
+    engine::human((s * 1000.0).round() as i64)
+}

@@ -1,0 +1,236 @@
+//! Snapshot checks (AU202-AU204): the slot's input file under `--snapshots DIR`, found by
+//! the job's `snapshot.path` template, its sha256 against the digest recorded at `start`,
+//! and its records against the applied outputs.
+//!
+//! Paths are confined to the snapshot root (SPEC 9): the resolved template must be
+//! relative, must not contain `..`, and after resolving symlinks must still lie under the
+//! root. Only `{job}`, `{service}`, `{scheduled_at}` and `{scheduled_at_compact}` can be
+//! resolved for a slot; a template with another placeholder is refused.
+
+use super::AuditJob;
+use super::SnapshotSpec;
+use jiff::Timestamp;
+use sha2::{Digest, Sha256};
+use std::path::{Component, Path, PathBuf};
+
+/// At most this many missing keys are listed in an AU202 finding (the count is exact).
+pub const MAX_KEYS: usize = 20;
+
+pub enum Outcome {
+    /// The job has no usable template.
+    NotApplicable,
+    /// No file at the resolved path.
+    Missing(String),
+    /// The template resolves outside the root, or uses a placeholder a slot cannot fill.
+    Refused(String),
+    Found {
+        path: String,
+        digest_ok: bool,
+        actual: String,
+        missing: Vec<String>,
+        missing_count: u64,
+    },
+}
+
+pub struct SnapshotCheck {
+    root: PathBuf,
+    canon_root: Option<PathBuf>,
+}
+
+/// `{scheduled_at_compact}`: `20260301T020000Z`.
+pub fn compact(t: Timestamp) -> String {
+    t.strftime("%Y%m%dT%H%M%SZ").to_string()
+}
+
+/// Fills a snapshot template for one slot; `Err` names the placeholder it cannot fill.
+pub fn resolve(template: &str, job: &AuditJob, t: Timestamp) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            return Err("an unclosed `{` in snapshot.path".into());
+        };
+        match &after[..close] {
+            "job" => out.push_str(&job.name),
+            "service" => out.push_str(&job.service),
+            "scheduled_at" => out.push_str(&t.to_string()),
+            "scheduled_at_compact" => out.push_str(&compact(t)),
+            other => {
+                return Err(format!(
+                    "snapshot.path uses `{{{other}}}`, which a slot cannot fill"
+                ));
+            }
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `sha256:<hex>` of bytes.
+pub fn digest(bytes: &[u8]) -> String {
+    let d = Sha256::digest(bytes);
+    let mut s = String::with_capacity(7 + 64);
+    s.push_str("sha256:");
+    for b in d.iter() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+impl SnapshotCheck {
+    pub fn new(root: PathBuf) -> SnapshotCheck {
+        let canon_root = root.canonicalize().ok();
+        SnapshotCheck { root, canon_root }
+    }
+
+    /// Confines `rel` to the root; `Err` says why it is refused.
+    pub fn confine(&self, rel: &str) -> Result<PathBuf, String> {
+        let p = Path::new(rel);
+        for c in p.components() {
+            match c {
+                Component::ParentDir => return Err(format!("`{rel}` contains `..`")),
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(format!("`{rel}` is absolute"));
+                }
+                _ => {}
+            }
+        }
+        let full = self.root.join(p);
+        if let (Some(root), Ok(canon)) = (&self.canon_root, full.canonicalize())
+            && !canon.starts_with(root)
+        {
+            return Err(format!("`{rel}` leads outside the snapshot root"));
+        }
+        Ok(full)
+    }
+
+    pub fn check(
+        &mut self,
+        job: &AuditJob,
+        spec: &SnapshotSpec,
+        t: Timestamp,
+        recorded: Option<&str>,
+        output_seen: impl Fn(&str) -> bool,
+    ) -> Outcome {
+        let rel = match resolve(&spec.path, job, t) {
+            Ok(r) => r,
+            Err(why) => return Outcome::Refused(why),
+        };
+        let full = match self.confine(&rel) {
+            Ok(f) => f,
+            Err(why) => return Outcome::Refused(why),
+        };
+        let bytes = match std::fs::read(&full) {
+            Ok(b) => b,
+            Err(_) => return Outcome::Missing(rel),
+        };
+        let actual = digest(&bytes);
+        let digest_ok = recorded.is_none_or(|r| r.trim().eq_ignore_ascii_case(&actual));
+        let mut missing = Vec::new();
+        let mut missing_count = 0u64;
+        if let Some(key) = &spec.key {
+            let text = String::from_utf8_lossy(&bytes);
+            let mut visit = |k: &str| {
+                if !output_seen(k) {
+                    missing_count += 1;
+                    if missing.len() < MAX_KEYS {
+                        missing.push(k.to_owned());
+                    }
+                }
+            };
+            if spec.csv {
+                csv_keys(&text, key, &mut visit);
+            } else {
+                jsonl_keys(&text, key, &mut visit);
+            }
+        }
+        Outcome::Found {
+            path: rel,
+            digest_ok,
+            actual,
+            missing,
+            missing_count,
+        }
+    }
+}
+
+fn jsonl_keys(text: &str, key: &str, visit: &mut dyn FnMut(&str)) {
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let Ok(serde_json::Value::Object(obj)) = serde_json::from_str::<serde_json::Value>(line)
+        else {
+            continue;
+        };
+        match obj.get(key) {
+            Some(serde_json::Value::String(s)) => visit(s),
+            Some(v @ serde_json::Value::Number(_)) => visit(&v.to_string()),
+            _ => {}
+        }
+    }
+}
+
+/// Splits one CSV line, honouring double quotes (`""` inside quotes is one quote).
+fn split_csv(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+fn csv_keys(text: &str, key: &str, visit: &mut dyn FnMut(&str)) {
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else { return };
+    let Some(col) = split_csv(header.trim_end_matches('\r'))
+        .iter()
+        .position(|h| h.trim() == key)
+    else {
+        return;
+    };
+    for line in lines {
+        let line = line.trim_end_matches('\r');
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(v) = split_csv(line).get(col) {
+            visit(v.trim());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confinement_refuses_escapes() {
+        let c = SnapshotCheck::new(PathBuf::from("/tmp"));
+        assert!(c.confine("../etc/passwd").is_err());
+        assert!(c.confine("a/../../b").is_err());
+        assert!(c.confine("/etc/passwd").is_err());
+        assert!(c.confine("snapshots/x.jsonl").is_ok());
+    }
+
+    #[test]
+    fn csv_split_honours_quotes() {
+        assert_eq!(split_csv(r#"a,"b,c","d""e""#), vec!["a", "b,c", "d\"e"]);
+    }
+}

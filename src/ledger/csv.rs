@@ -1,0 +1,114 @@
+//! CSV ledgers: a header row names the columns (any order; extra columns ignored; required
+//! ones missing from the header are a [`SourceError`] naming them). Empty fields of optional
+//! columns are absent values. One [`csv::ByteRecord`] is reused for every row and fields are
+//! borrowed from it, so the reader allocates only the strings an [`Event`](super::Event)
+//! owns.
+
+use super::read::{LedgerRow, MAX_COLUMNS, ReadOptions, missing_columns, row_error};
+use super::{RowError, SourceError};
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+pub(crate) fn read<R: LedgerRow>(
+    path: &Path,
+    opts: &ReadOptions,
+    on_row: &mut dyn FnMut(R),
+    on_error: &mut dyn FnMut(RowError),
+) -> Result<u64, SourceError> {
+    let name = path.display().to_string();
+    let io_err =
+        |e: &dyn std::fmt::Display| SourceError(format!("cannot read ledger file {name}: {e}"));
+    let mut file = File::open(path).map_err(|e| io_err(&e))?;
+    // csv-core reports a record's line before it consumes the `\n` of the previous `\r\n`,
+    // so CRLF files would be one line short: look at the first line and correct.
+    let mut head = vec![0u8; 64 * 1024];
+    let got = read_prefix(&mut file, &mut head).map_err(|e| io_err(&e))?;
+    head.truncate(got);
+    let crlf = u64::from(
+        head.iter()
+            .position(|&b| b == b'\n')
+            .is_some_and(|i| i > 0 && head[i - 1] == b'\r'),
+    );
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .buffer_capacity(1 << 20)
+        .from_reader(std::io::Cursor::new(head).chain(file));
+    let headers = rdr.byte_headers().map_err(|e| io_err(&e))?.clone();
+    let mut index: [Option<usize>; MAX_COLUMNS] = [None; MAX_COLUMNS];
+    for (j, h) in headers.iter().enumerate() {
+        let h = std::str::from_utf8(h).unwrap_or("").trim();
+        if let Some(i) = R::COLUMNS.iter().position(|c| *c == h)
+            && index[i].is_none()
+        {
+            index[i] = Some(j);
+        }
+    }
+    if let Some(e) = missing_columns::<R>(&index, &format!("the header of {name}")) {
+        return Err(e);
+    }
+    let ncols = R::COLUMNS.len();
+    let mut rec = csv::ByteRecord::new();
+    let mut rows = 0u64;
+    loop {
+        match rdr.read_byte_record(&mut rec) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => {
+                if let csv::ErrorKind::Io(_) = e.kind() {
+                    return Err(io_err(&e));
+                }
+                rows += 1;
+                let line = e.position().map_or(0, |p| p.line() + crlf);
+                on_error(row_error(&name, line, None, format!("malformed CSV: {e}")));
+                continue;
+            }
+        }
+        rows += 1;
+        let line = rec.position().map_or(rows + 1, |p| p.line() + crlf);
+        let mut fields: [Option<&str>; MAX_COLUMNS] = [None; MAX_COLUMNS];
+        let mut bad = None;
+        for i in 0..ncols {
+            let Some(j) = index[i] else { continue };
+            match rec.get(j) {
+                None | Some(b"") => {}
+                Some(b) => match std::str::from_utf8(b) {
+                    Ok(s) => fields[i] = Some(s),
+                    Err(_) => {
+                        bad = Some(row_error(
+                            &name,
+                            line,
+                            Some(R::COLUMNS[i]),
+                            "not valid UTF-8".into(),
+                        ));
+                        break;
+                    }
+                },
+            }
+        }
+        if let Some(e) = bad {
+            on_error(e);
+            continue;
+        }
+        match R::from_fields(&fields[..ncols], opts, &name, line) {
+            Ok(r) => on_row(r),
+            Err(e) => on_error(e),
+        }
+    }
+    Ok(rows)
+}
+
+/// Fills `buf` as far as the file goes.
+fn read_prefix(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,94 @@
+//! The ledger row formats as JSON Schema (`batchguard schema ledger`): these types exist only
+//! to describe one JSONL line (equally one CSV row or table row) for editors and
+//! validators; the readers do not deserialize through them. Timestamps are RFC 3339 with a
+//! UTC offset. Other keys are allowed and ignored.
+
+#![allow(dead_code)]
+
+use schemars::JsonSchema;
+
+/// `event` values (SPEC 5.1).
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventWord {
+    Start,
+    End,
+    /// The lock was not acquired.
+    Skip,
+    /// The input was quarantined.
+    DeadLetter,
+    /// An operator's recovery action.
+    Manual,
+}
+
+/// `status` values, on `end`.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusWord {
+    Success,
+    Failure,
+}
+
+/// `trigger` values; absent means `schedule`.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerWord {
+    Schedule,
+    Retry,
+    Manual,
+    Replay,
+}
+
+/// One batchguard ledger event (SPEC 5.1): one line of an events JSONL file, one row of an
+/// events CSV file or of the `batchguard_events` table.
+#[derive(JsonSchema)]
+#[schemars(title = "batchguard ledger event")]
+pub struct LedgerEvent {
+    /// One execution attempt; all events of one attempt share it.
+    #[schemars(length(min = 1))]
+    pub run_id: String,
+    /// Job name, or `service/name`.
+    #[schemars(length(min = 1))]
+    pub job: String,
+    /// The slot this execution is for (RFC 3339 with offset).
+    #[schemars(extend("format" = "date-time"))]
+    pub scheduled_at: String,
+    pub event: EventWord,
+    /// When the event happened (RFC 3339 with offset).
+    #[schemars(extend("format" = "date-time"))]
+    pub at: String,
+    /// Host, pod or PM2 id.
+    pub instance: Option<String>,
+    /// 1 for the first attempt of a slot; absent means 1.
+    #[schemars(range(min = 1))]
+    pub attempt: Option<u32>,
+    /// On `end`.
+    pub status: Option<StatusWord>,
+    /// On a failed `end` and on `dead_letter`.
+    pub error_code: Option<String>,
+    /// On `start`: `sha256:<hex>` of the input snapshot.
+    #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
+    pub snapshot_digest: Option<String>,
+    pub trigger: Option<TriggerWord>,
+}
+
+/// One applied output (SPEC 5.2): one line of an outputs JSONL file, one row of an outputs
+/// CSV file or of the `batchguard_outputs` table.
+#[derive(JsonSchema)]
+#[schemars(title = "batchguard ledger output")]
+pub struct LedgerOutput {
+    #[schemars(length(min = 1))]
+    pub job: String,
+    /// The slot of the execution that applied it (RFC 3339 with offset).
+    #[schemars(extend("format" = "date-time"))]
+    pub scheduled_at: String,
+    #[schemars(length(min = 1))]
+    pub run_id: String,
+    /// What identifies one applied output (a payment id, an email id): the same
+    /// `(job, output_key)` twice is a duplicate output (AU201).
+    #[schemars(length(min = 1))]
+    pub output_key: String,
+    /// When it was applied (RFC 3339 with offset).
+    #[schemars(extend("format" = "date-time"))]
+    pub at: String,
+}

@@ -1,0 +1,262 @@
+//! Database ledgers through sqlx: SQLite (`sqlite:PATH`) and PostgreSQL (`postgres://…`).
+//!
+//! Decisions (see `docs/ledger.md`):
+//! - A current-thread tokio runtime is created inside each read; the callers stay
+//!   synchronous.
+//! - The table's columns are looked up first (`pragma_table_info` / `pg_attribute` with the
+//!   table name as a bound parameter); required columns it lacks are a [`SourceError`] naming
+//!   them, optional ones it lacks read as absent, other columns are ignored.
+//! - Every column is selected as text, so one validation path ([`LedgerRow::from_fields`])
+//!   serves all sources: SQLite values are `CAST(… AS TEXT)` (timestamps are stored as RFC
+//!   3339 text); PostgreSQL `timestamptz` columns are formatted as UTC RFC 3339 by
+//!   `to_char` (microseconds), `timestamp without time zone` columns without an offset (so
+//!   they are row errors unless `--assume-tz`), text columns as they are.
+//! - Table names are validated identifiers ([`super::read::valid_table_name`]), then
+//!   double-quoted; every other value is a bound parameter.
+//! - Rows are streamed with `fetch` (never `fetch_all`): PostgreSQL sends the rows of the
+//!   portal as the client consumes them, so memory stays flat for any table size.
+//! - Row numbers in messages are the position in the result (1-based), after the source
+//!   and table: `sqlite:ledger.db batchguard_events:17`.
+
+use super::read::{
+    DEFAULT_EVENTS_TABLE, DEFAULT_OUTPUTS_TABLE, LedgerRow, MAX_COLUMNS, ReadOptions, mask_dsn,
+    missing_columns, quote_table, row_error,
+};
+use super::{RowError, SourceError};
+use futures_util::TryStreamExt;
+use sqlx::{AssertSqlSafe, Connection, Row};
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn runtime() -> Result<tokio::runtime::Runtime, SourceError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SourceError(format!("cannot start the database runtime: {e}")))
+}
+
+/// Builds `SELECT` expressions for the row kind's columns from the table's (name, type)
+/// list; `None` for absent columns.
+fn select_list<R: LedgerRow>(
+    table_columns: &[(String, String)],
+    expr: impl Fn(&str, &str) -> String,
+) -> ([Option<usize>; MAX_COLUMNS], String) {
+    let mut index = [None; MAX_COLUMNS];
+    let mut list = Vec::new();
+    for (i, col) in R::COLUMNS.iter().enumerate() {
+        if let Some((_, ty)) = table_columns
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(col))
+        {
+            index[i] = Some(list.len());
+            list.push(expr(col, &ty.to_ascii_lowercase()));
+        }
+    }
+    if list.is_empty() {
+        list.push("NULL".into());
+    }
+    (index, list.join(", "))
+}
+
+/// Reads one streamed row: all selected values are text or NULL.
+fn row_fields<'r, R: LedgerRow, DB: sqlx::Database>(
+    row: &'r DB::Row,
+    index: &[Option<usize>; MAX_COLUMNS],
+    values: &mut [Option<String>; MAX_COLUMNS],
+) -> Result<(), (usize, String)>
+where
+    Option<String>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    for i in 0..R::COLUMNS.len() {
+        values[i] = match index[i] {
+            None => None,
+            Some(j) => row
+                .try_get_unchecked::<Option<String>, usize>(j)
+                .map_err(|e| (i, e.to_string()))?,
+        };
+    }
+    Ok(())
+}
+
+fn deliver<R: LedgerRow>(
+    values: &[Option<String>; MAX_COLUMNS],
+    opts: &ReadOptions,
+    label: &str,
+    n: u64,
+    on_row: &mut dyn FnMut(R),
+    on_error: &mut dyn FnMut(RowError),
+) {
+    let mut fields: [Option<&str>; MAX_COLUMNS] = [None; MAX_COLUMNS];
+    for (f, v) in fields.iter_mut().zip(values.iter()) {
+        *f = v.as_deref().filter(|s| !s.is_empty());
+    }
+    match R::from_fields(&fields[..R::COLUMNS.len()], opts, label, n) {
+        Ok(r) => on_row(r),
+        Err(e) => on_error(e),
+    }
+}
+
+pub(crate) fn read_sqlite<R: LedgerRow>(
+    path: &Path,
+    opts: &ReadOptions,
+    on_row: &mut dyn FnMut(R),
+    on_error: &mut dyn FnMut(RowError),
+) -> Result<u64, SourceError> {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+    let shown = format!("sqlite:{}", path.display());
+    if !path.is_file() {
+        return Err(SourceError(format!("{shown}: no such database file")));
+    }
+    let table = if R::IS_EVENT {
+        DEFAULT_EVENTS_TABLE
+    } else {
+        DEFAULT_OUTPUTS_TABLE
+    };
+    let fail = |what: &str, e: sqlx::Error| SourceError(format!("{shown}: {what}: {e}"));
+    runtime()?.block_on(async {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .create_if_missing(false);
+        let mut conn = SqliteConnection::connect_with(&options)
+            .await
+            .map_err(|e| fail("cannot open", e))?;
+        let columns: Vec<(String, String)> =
+            sqlx::query_as("SELECT name, type FROM pragma_table_info(?1)")
+                .bind(table)
+                .fetch_all(&mut conn)
+                .await
+                .map_err(|e| fail("cannot read the table list", e))?;
+        if columns.is_empty() {
+            return Err(SourceError(format!("{shown}: no table `{table}`")));
+        }
+        let (index, list) = select_list::<R>(&columns, |col, _| format!("CAST(\"{col}\" AS TEXT)"));
+        if let Some(e) = missing_columns::<R>(&index, &format!("table `{table}` of {shown}")) {
+            return Err(e);
+        }
+        let sql = format!("SELECT {list} FROM {}", quote_table(table));
+        let label = format!("{shown} {table}");
+        let mut stream = sqlx::query(AssertSqlSafe(sql)).fetch(&mut conn);
+        let mut n = 0u64;
+        let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
+        while let Some(row) = stream
+            .try_next()
+            .await
+            .map_err(|e| fail(&format!("reading `{table}`"), e))?
+        {
+            n += 1;
+            match row_fields::<R, sqlx::Sqlite>(&row, &index, &mut values) {
+                Ok(()) => deliver(&values, opts, &label, n, on_row, on_error),
+                Err((i, m)) => on_error(row_error(&label, n, Some(R::COLUMNS[i]), m)),
+            }
+        }
+        Ok(n)
+    })
+}
+
+/// The DSN's password as written, to scrub it from driver messages too.
+fn password_of(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let cut = rest.find('?').unwrap_or(rest.len());
+    let at = rest[..cut].rfind('@')?;
+    let colon = rest[..at].find(':')?;
+    let pw = &rest[colon + 1..at];
+    (!pw.is_empty()).then_some(pw)
+}
+
+pub(crate) fn read_postgres<R: LedgerRow>(
+    url: &str,
+    table: &str,
+    opts: &ReadOptions,
+    on_row: &mut dyn FnMut(R),
+    on_error: &mut dyn FnMut(RowError),
+) -> Result<u64, SourceError> {
+    use sqlx::postgres::{PgConnectOptions, PgConnection};
+    let shown = mask_dsn(url);
+    let scrub = |m: String| match password_of(url) {
+        Some(pw) => m.replace(pw, "***"),
+        None => m,
+    };
+    let fail = |what: &str, e: sqlx::Error| {
+        SourceError(format!("{shown}: {what}: {}", scrub(e.to_string())))
+    };
+    if !super::read::valid_table_name(table) {
+        return Err(SourceError(format!(
+            "{shown}: `{table}` is not a valid table name"
+        )));
+    }
+    let options = PgConnectOptions::from_str(url).map_err(|e| fail("bad DSN", e))?;
+    runtime()?.block_on(async {
+        let mut conn =
+            match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await
+            {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => return Err(fail("cannot connect", e)),
+                Err(_) => {
+                    return Err(SourceError(format!(
+                        "{shown}: cannot connect: no answer within {}s",
+                        CONNECT_TIMEOUT.as_secs()
+                    )));
+                }
+            };
+        let quoted = quote_table(table);
+        let columns: Vec<(String, String)> = sqlx::query_as(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
+             FROM pg_attribute a \
+             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
+             ORDER BY a.attnum",
+        )
+        .bind(&quoted)
+        .fetch_all(&mut conn)
+        .await
+        .map_err(|e| fail("cannot read the table's columns", e))?;
+        if columns.is_empty() {
+            return Err(SourceError(format!("{shown}: no table `{table}`")));
+        }
+        let (index, list) = select_list::<R>(&columns, |col, ty| match ty {
+            "timestamp with time zone" => format!(
+                "to_char(\"{col}\" AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+            ),
+            "timestamp without time zone" => {
+                format!("to_char(\"{col}\", 'YYYY-MM-DD\"T\"HH24:MI:SS.US')")
+            }
+            _ => format!("\"{col}\"::text"),
+        });
+        if let Some(e) = missing_columns::<R>(&index, &format!("table `{table}` of {shown}")) {
+            return Err(e);
+        }
+        let sql = format!("SELECT {list} FROM {quoted}");
+        let label = format!("{shown} {table}");
+        let mut stream = sqlx::query(AssertSqlSafe(sql)).fetch(&mut conn);
+        let mut n = 0u64;
+        let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
+        while let Some(row) = stream
+            .try_next()
+            .await
+            .map_err(|e| fail(&format!("reading `{table}`"), e))?
+        {
+            n += 1;
+            match row_fields::<R, sqlx::Postgres>(&row, &index, &mut values) {
+                Ok(()) => deliver(&values, opts, &label, n, on_row, on_error),
+                Err((i, m)) => on_error(row_error(&label, n, Some(R::COLUMNS[i]), m)),
+            }
+        }
+        Ok(n)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_password_to_scrub() {
+        assert_eq!(password_of("postgres://u:p%40ss@h/d"), Some("p%40ss"));
+        assert_eq!(password_of("postgres://u@h/d"), None);
+        assert_eq!(password_of("postgres://h/d?x=a@b"), None);
+    }
+}

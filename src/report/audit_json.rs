@@ -1,0 +1,52 @@
+//! `audit --format json`: SPEC 8, stable.
+
+use crate::audit::AuditResult;
+use serde_json::{Value, json};
+
+pub fn value(r: &AuditResult) -> Value {
+    let jobs: Vec<Value> = r
+        .jobs
+        .iter()
+        .map(|j| serde_json::to_value(j).unwrap_or(Value::Null))
+        .collect();
+    let errors: Vec<Value> = r
+        .row_errors
+        .iter()
+        .map(|e| {
+            json!({
+                "source": e.at.source,
+                "row": e.at.row,
+                "column": e.column,
+                "message": e.message,
+            })
+        })
+        .collect();
+    json!({
+        "version": 1,
+        "tool": "batchguard",
+        "window": {"from": r.from.to_string(), "to": r.to.to_string()},
+        "input": {
+            "rows_read": r.input.rows_read,
+            "rows_rejected": r.input.rows_rejected,
+            "rows_accepted": r.input.rows_accepted,
+            "events": r.input.events,
+            "outputs": r.input.outputs,
+            "rows_outside_window": r.input.rows_outside_window,
+            "rejected": errors,
+        },
+        "findings": serde_json::to_value(&r.findings).unwrap_or(Value::Null),
+        "jobs": jobs,
+        "totals": serde_json::to_value(&r.totals).unwrap_or(Value::Null),
+        "skipped_checks": serde_json::to_value(&r.skipped).unwrap_or(Value::Null),
+        "summary": {
+            "errors": r.count(crate::finding::Severity::Error),
+            "warnings": r.count(crate::finding::Severity::Warning),
+        },
+    })
+}
+
+pub fn render(r: &AuditResult) -> String {
+    let mut s = serde_json::to_string_pretty(&value(r)).unwrap_or_default();
+    s.push('\n');
+    s
+}

@@ -1,0 +1,174 @@
+//! `audit --format pretty`: a metrics table that fits an 80-100 column terminal, then the
+//! findings grouped by job. May change between versions; scripts use `--format json`.
+
+use crate::audit::{AuditFinding, AuditResult};
+use crate::finding::Severity;
+
+/// `97.5%`, or `-` when there is no denominator.
+pub(crate) fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{:.1}%", x * 100.0))
+}
+
+/// `2m05s`, `0.4s`, or `-`.
+pub(crate) fn secs(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), crate::audit::human_secs)
+}
+
+/// A plain text table: first column left-aligned, the others right-aligned.
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>], max_first: usize) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    let clip = |s: &str| -> String {
+        if s.chars().count() > max_first {
+            let mut t: String = s.chars().take(max_first.saturating_sub(1)).collect();
+            t.push('…');
+            t
+        } else {
+            s.to_owned()
+        }
+    };
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .map(|(i, c)| if i == 0 { clip(c) } else { c.clone() })
+                .collect()
+        })
+        .collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let w = widths.get(i).copied().unwrap_or(0);
+            let pad = " ".repeat(w.saturating_sub(c.chars().count()));
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if i == 0 {
+                s.push_str(c);
+                s.push_str(&pad);
+            } else {
+                s.push_str(&pad);
+                s.push_str(c);
+            }
+        }
+        s.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(headers.iter().map(|h| h.to_string()).collect());
+    out.push_str(&line(widths.iter().map(|w| "-".repeat(*w)).collect()));
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+pub(crate) const HEADERS: &[&str] = &[
+    "job", "expected", "ok", "missed", "failed", "dup", "lost", "skip", "1st try", "retry ok",
+    "lat p95", "dur p95", "dup out",
+];
+
+pub(crate) fn metric_rows(r: &AuditResult) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = r.jobs.iter().map(|j| cells(&j.job, &j.metrics)).collect();
+    rows.push(cells("total", &r.totals));
+    rows
+}
+
+fn cells(name: &str, m: &crate::audit::Metrics) -> Vec<String> {
+    vec![
+        name.to_owned(),
+        m.expected.to_string(),
+        m.succeeded.to_string(),
+        m.missed.to_string(),
+        m.failed.to_string(),
+        m.duplicated.to_string(),
+        m.lost.to_string(),
+        m.skipped.to_string(),
+        pct(m.first_attempt_success_rate),
+        pct(m.success_after_retry_rate),
+        secs(m.latency_p95_s),
+        secs(m.duration_p95_s),
+        m.duplicate_outputs.to_string(),
+    ]
+}
+
+/// Findings by job, in job order (the order of `r.findings`).
+pub(crate) fn by_job(r: &AuditResult) -> Vec<(&str, Vec<&AuditFinding>)> {
+    let mut out: Vec<(&str, Vec<&AuditFinding>)> = Vec::new();
+    for f in &r.findings {
+        match out.last_mut() {
+            Some((j, v)) if *j == f.job => v.push(f),
+            _ => out.push((f.job.as_str(), vec![f])),
+        }
+    }
+    out
+}
+
+pub fn render(r: &AuditResult, color: bool) -> String {
+    let paint = |code: &str, s: &str| {
+        if color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    };
+    let mut out = format!(
+        "{} {} .. {}\n{} rows read, {} rejected, {} outside the window\n\n",
+        paint("1", "batchguard audit"),
+        r.from,
+        r.to,
+        r.input.rows_read,
+        r.input.rows_rejected,
+        r.input.rows_outside_window
+    );
+    out.push_str(&table(HEADERS, &metric_rows(r), 28));
+    for (job, fs) in by_job(r) {
+        out.push('\n');
+        out.push_str(&paint("1", job));
+        out.push_str(&format!(" ({} finding(s))\n", fs.len()));
+        for f in fs {
+            let sev = match f.severity {
+                Severity::Error => paint("31", "error"),
+                Severity::Warning => paint("33", "warning"),
+            };
+            out.push_str(&format!("  {sev} {} {}: {}\n", f.code, f.name, f.message));
+        }
+    }
+    if !r.row_errors.is_empty() {
+        out.push_str(&format!(
+            "\nrejected rows ({} in all, first {} shown):\n",
+            r.input.rows_rejected,
+            r.row_errors.len().min(10)
+        ));
+        for e in r.row_errors.iter().take(10) {
+            out.push_str(&format!("  {e}\n"));
+        }
+    }
+    for s in &r.skipped {
+        out.push_str(&format!(
+            "\n{} {}: {}",
+            paint("2", "skipped"),
+            s.codes.join(", "),
+            s.reason
+        ));
+    }
+    if !r.skipped.is_empty() {
+        out.push('\n');
+    }
+    let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
+    out.push_str(&format!(
+        "\n{}: {e} error(s), {w} warning(s) in {} job(s)\n",
+        if e + w == 0 {
+            paint("32", "clean")
+        } else {
+            paint("1", "found")
+        },
+        r.jobs.len()
+    ));
+    out
+}

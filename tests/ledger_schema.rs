@@ -1,0 +1,85 @@
+//! The checked-in ledger schemas are what the code generates; regenerate with
+//! `BATCHGUARD_BLESS=1 cargo test --test ledger_schema`.
+
+fn check(path: &str, generated: String) {
+    if std::env::var_os("BATCHGUARD_BLESS").is_some() {
+        std::fs::write(path, &generated).expect("write schema");
+    }
+    let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        on_disk == generated,
+        "{path} is stale: run `BATCHGUARD_BLESS=1 cargo test --test ledger_schema`"
+    );
+}
+
+#[test]
+fn ledger_event_schema_is_current() {
+    check(
+        "schemas/ledger-event.schema.json",
+        batchguard::schema::ledger_event_schema(),
+    );
+}
+
+#[test]
+fn ledger_output_schema_is_current() {
+    check(
+        "schemas/ledger-output.schema.json",
+        batchguard::schema::ledger_output_schema(),
+    );
+}
+
+/// The schema's properties are the reader's columns, and its required ones are the reader's.
+#[test]
+fn schema_columns_match_reader_columns() {
+    use batchguard::ledger::read::{EVENT_COLUMNS, OUTPUT_COLUMNS};
+    for (schema, columns, required) in [
+        (
+            batchguard::schema::ledger_event_schema(),
+            &EVENT_COLUMNS[..],
+            5,
+        ),
+        (
+            batchguard::schema::ledger_output_schema(),
+            &OUTPUT_COLUMNS[..],
+            5,
+        ),
+    ] {
+        let v: serde_json::Value = serde_json::from_str(&schema).expect("json");
+        assert_eq!(v["$schema"], "http://json-schema.org/draft-07/schema#");
+        let mut props: Vec<&str> = v["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut want = columns.to_vec();
+        props.sort();
+        want.sort();
+        assert_eq!(props, want);
+        let mut req: Vec<&str> = v["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .filter_map(|x| x.as_str())
+            .collect();
+        let mut want_req = columns[..required].to_vec();
+        req.sort();
+        want_req.sort();
+        assert_eq!(req, want_req);
+    }
+}
+
+/// Every line of the JSONL fixture is valid against the schema's enums and required keys
+/// (a light check without a validator crate).
+#[test]
+fn fixture_lines_use_only_schema_words() {
+    let schema: serde_json::Value =
+        serde_json::from_str(&batchguard::schema::ledger_event_schema()).expect("json");
+    let words = serde_json::to_string(&schema["definitions"]).expect("defs");
+    let text = std::fs::read_to_string("fixtures/ledger/events.jsonl").expect("fixture");
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).expect("line");
+        let ev = v["event"].as_str().expect("event");
+        assert!(words.contains(&format!("\"{ev}\"")), "{ev}");
+    }
+}
