@@ -38,7 +38,10 @@ pub(crate) fn read<R: LedgerRow>(
     let headers = rdr.byte_headers().map_err(|e| io_err(&e))?.clone();
     let mut index: [Option<usize>; MAX_COLUMNS] = [None; MAX_COLUMNS];
     for (j, h) in headers.iter().enumerate() {
-        let h = std::str::from_utf8(h).unwrap_or("").trim();
+        let h = std::str::from_utf8(h)
+            .unwrap_or("")
+            .trim_start_matches('\u{feff}')
+            .trim();
         if let Some(i) = R::COLUMNS.iter().position(|c| *c == h)
             && index[i].is_none()
         {
