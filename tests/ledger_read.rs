@@ -221,3 +221,25 @@ fn invalid_utf8_and_crlf_are_handled() {
     assert_eq!(good[0].at, ts("2026-03-01T00:00:01Z"));
     assert_eq!(located(&bad), [(3, Some("job"))]);
 }
+
+#[test]
+fn a_utf8_bom_is_not_part_of_the_first_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("bom.csv");
+    std::fs::write(
+        &csv,
+        "\u{feff}run_id,job,scheduled_at,event,at\nr1,j,2026-03-01T00:00:00Z,start,2026-03-01T00:00:01Z\n",
+    )
+    .expect("write");
+    let jsonl = dir.path().join("bom.jsonl");
+    std::fs::write(
+        &jsonl,
+        "\u{feff}{\"run_id\":\"r1\",\"job\":\"j\",\"scheduled_at\":\"2026-03-01T00:00:00Z\",\"event\":\"start\",\"at\":\"2026-03-01T00:00:01Z\"}\n",
+    )
+    .expect("write");
+    let (_, a, bad_a) = events(&csv.display().to_string(), &ReadOptions::default());
+    let (_, b, bad_b) = events(&jsonl.display().to_string(), &ReadOptions::default());
+    assert!(bad_a.is_empty() && bad_b.is_empty(), "{bad_a:?} {bad_b:?}");
+    assert_eq!(a.len(), 1);
+    assert_eq!(a, b);
+}

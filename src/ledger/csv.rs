@@ -38,7 +38,10 @@ pub(crate) fn read<R: LedgerRow>(
     let headers = rdr.byte_headers().map_err(|e| io_err(&e))?.clone();
     let mut index: [Option<usize>; MAX_COLUMNS] = [None; MAX_COLUMNS];
     for (j, h) in headers.iter().enumerate() {
-        let h = std::str::from_utf8(h).unwrap_or("").trim();
+        let h = std::str::from_utf8(h)
+            .unwrap_or("")
+            .trim_start_matches('\u{feff}')
+            .trim();
         if let Some(i) = R::COLUMNS.iter().position(|c| *c == h)
             && index[i].is_none()
         {
@@ -69,8 +72,18 @@ pub(crate) fn read<R: LedgerRow>(
         let line = rec.position().map_or(rows + 1, |p| p.line() + crlf);
         let mut fields: [Option<&str>; MAX_COLUMNS] = [None; MAX_COLUMNS];
         let mut bad = None;
+        // One UTF-8 check for the whole record; a field is then a checked sub-slice
+        // (`str::get` refuses a range that is not on char boundaries: that field is checked
+        // on its own below).
+        let whole = std::str::from_utf8(rec.as_slice()).ok();
         for i in 0..ncols {
             let Some(j) = index[i] else { continue };
+            if let (Some(w), Some(r)) = (whole, rec.range(j))
+                && let Some(f) = w.get(r)
+            {
+                fields[i] = (!f.is_empty()).then_some(f);
+                continue;
+            }
             match rec.get(j) {
                 None | Some(b"") => {}
                 Some(b) => match std::str::from_utf8(b) {

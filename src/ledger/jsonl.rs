@@ -35,7 +35,11 @@ pub(crate) fn read<R: LedgerRow>(
             continue;
         }
         rows += 1;
-        match parse_line::<R>(&buf, opts, &name, line) {
+        let text = match buf.strip_prefix(b"\xef\xbb\xbf") {
+            Some(rest) if line == 1 => rest,
+            _ => &buf[..],
+        };
+        match parse_line::<R>(text, opts, &name, line) {
             Ok(r) => on_row(r),
             Err(e) => on_error(e),
         }
