@@ -311,3 +311,23 @@ fn a_huge_crontab_of_one_command_is_bounded() {
     let v = json(dir.path(), None);
     assert!(!findings(&v, "BG601").is_empty(), "{}", v["summary"]);
 }
+
+#[test]
+fn a_secret_in_a_cronjob_is_bg801_and_masked() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let text = fs::read_to_string("fixtures/rules/BG603/good/k8s/cronjobs.yaml")
+        .expect("read")
+        .replace(
+            "              command: [\"batchguard\"",
+            "              env:\n                - name: DATABASE_URL\n                  value: \"postgres://billing:hunter2@db.internal:5432/billing\"\n              command: [\"batchguard\"",
+        );
+    fs::write(dir.path().join("cronjobs.yaml"), text).expect("write");
+    let out = bg()
+        .args(["lint", "--now", NOW])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("BG801"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+}

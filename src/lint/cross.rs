@@ -574,8 +574,25 @@ pub fn lint_source(
     opts: &super::LintOptions,
 ) -> super::FileLint {
     let read = crate::sources::read(kind, path, bytes);
-    let file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
+    let mut file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
     let mut findings = Vec::new();
+    for root in &read.roots {
+        let cx = super::FileCx {
+            root,
+            text: &file.text,
+        };
+        for rule in super::registry::job_rules() {
+            let mut em = super::rule::Emitter {
+                meta: rule.meta(),
+                file: 0,
+                service: "",
+                job: None,
+                job_line: None,
+                out: &mut findings,
+            };
+            rule.check_file(&cx, &mut em);
+        }
+    }
     for p in &read.problems {
         let Some(meta) = super::registry::find(p.code) else {
             continue;
@@ -623,6 +640,9 @@ pub fn lint_source(
     for f in &mut findings {
         if f.service.as_deref() == Some("") {
             f.service = None;
+        }
+        if f.code == super::rules::bg801_plaintext_secret::PlaintextSecret::META.code {
+            file.mask(f.at.span);
         }
     }
     let findings = super::apply_suppressions(&file, findings, &opts.settings);

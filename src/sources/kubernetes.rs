@@ -80,6 +80,7 @@ pub fn read(text: &str) -> Read {
                 shift(&mut root, start);
                 if let Some(r) = cronjob(&root) {
                     out.registrations.push(r);
+                    out.roots.push(root);
                 }
             }
             Err(err) => {

@@ -92,7 +92,11 @@ pub fn read(path: &Path, text: &str) -> Read {
         };
     }
     match yaml::parse(text) {
-        Ok(root) => apps(&root, None),
+        Ok(root) => {
+            let mut read = apps(&root, None);
+            read.roots.push(root);
+            read
+        }
         Err(err) => {
             let (code, message, help) = yaml::classify_error(&err);
             Read {
