@@ -5,9 +5,13 @@
 //! forbids inside any scalar) and each document goes through the manifest parser
 //! (`manifest::yaml::parse`), so the same limits apply per document (depth 128, alias
 //! expansion 100,000 events) and the whole file is bounded by the 8 MiB size limit.
+//!
+//! A CronJob document without `spec.schedule` is a patch (kustomize) and registers
+//! nothing. A document that does not parse and contains `{{` is a Helm / Go template:
+//! BG609 (not read; lint the rendered output) rather than BG001.
 
 use super::{At, KubeFields, Problem, Read, Registration, SourceKind, Tie, get, int_at, str_at};
-use crate::manifest::yaml::{self, Node, Value};
+use crate::manifest::yaml::{self, Node, Span, Value};
 
 /// The annotation that ties a CronJob to a manifest job.
 pub const TIE_ANNOTATION: &str = "batchguard.dev/job";
@@ -83,6 +87,15 @@ pub fn read(text: &str) -> Read {
                     out.roots.push(root);
                 }
             }
+            Err(_) if doc.contains("{{") => {
+                // A Helm / Go template is not YAML until rendered.
+                out.problems.push(Problem {
+                    code: "BG609",
+                    span: Span::new(start, 0),
+                    message: "this CronJob file is a template (`{{ … }}`) and is not YAML until rendered, so it was not read".into(),
+                    help: "lint the rendered manifests (`helm template … > rendered.yaml`); a duplicate may hide in this one".into(),
+                });
+            }
             Err(err) => {
                 let (code, message, help) = yaml::classify_error(&err);
                 let mut span = yaml::error_span(&err, doc);
@@ -105,6 +118,8 @@ fn path<'n>(node: &'n Node, keys: &[&str]) -> Option<&'n Node> {
 
 fn cronjob(root: &Node) -> Option<Registration> {
     let kind = get(root, "kind").and_then(str_at)?;
+    // A CronJob without a schedule is a patch (kustomize), not a registration.
+    path(root, &["spec", "schedule"])?;
     let api = get(root, "apiVersion").and_then(str_at);
     if kind.value != "CronJob" || api.is_some_and(|a| !a.value.starts_with("batch/")) {
         return None;
@@ -221,5 +236,15 @@ mod tests {
         let r = read(text);
         assert_eq!(r.problems.len(), 1);
         assert!(r.problems[0].span.start >= 18);
+    }
+
+    #[test]
+    fn templates_and_patches() {
+        let r = read("kind: CronJob\nspec:\n  schedule: {{ .Values.schedule }}\n  x: [\n");
+        assert_eq!(r.problems.first().map(|p| p.code), Some("BG609"));
+        let r = read(
+            "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  suspend: true\n",
+        );
+        assert!(r.problems.is_empty() && r.registrations.is_empty());
     }
 }
