@@ -34,6 +34,8 @@ pub enum Command {
         #[arg(value_enum)]
         format: SchemaKind,
     },
+    /// Print the slots a schedule fires in [from, to), one RFC 3339 instant per line.
+    Slots(SlotsArgs),
     /// Draw jobs by service, dependencies, registrations; duplicates and cycles in red.
     Graph(GraphArgs),
     /// Print a shell completion script.
@@ -58,6 +60,34 @@ pub struct LintArgs {
     /// The moment rules that look ahead count from (RFC 3339), for reproducible runs.
     #[arg(long, value_parser = parse_timestamp)]
     pub now: Option<jiff::Timestamp>,
+}
+
+/// `batchguard slots`: a manifest job, or an expression with its dialect and zone.
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["manifest", "schedule"])))]
+pub struct SlotsArgs {
+    /// Manifest that declares the job (with --job).
+    #[arg(long, requires = "job", conflicts_with_all = ["schedule", "dialect", "timezone"])]
+    pub manifest: Option<PathBuf>,
+    /// Name of the job in --manifest.
+    #[arg(long, requires = "manifest")]
+    pub job: Option<String>,
+    /// A cron expression (instead of --manifest and --job).
+    #[arg(long, allow_hyphen_values = true)]
+    pub schedule: Option<String>,
+    /// Dialect of --schedule: crontab, kubernetes, node-cron, cron-npm or croner (default crontab).
+    #[arg(long, requires = "schedule", value_parser = clap::builder::PossibleValuesParser::new(
+        ["crontab", "kubernetes", "node-cron", "cron-npm", "croner"]))]
+    pub dialect: Option<String>,
+    /// IANA time zone of --schedule (default UTC).
+    #[arg(long, requires = "schedule")]
+    pub timezone: Option<String>,
+    /// First instant of the window (RFC 3339, included).
+    #[arg(long, value_parser = parse_timestamp)]
+    pub from: jiff::Timestamp,
+    /// End of the window (RFC 3339, excluded).
+    #[arg(long, value_parser = parse_timestamp)]
+    pub to: jiff::Timestamp,
 }
 
 #[derive(clap::Args, Debug)]

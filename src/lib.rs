@@ -10,5 +10,6 @@ pub mod manifest;
 pub mod report;
 pub mod schedule;
 pub mod schema;
+pub mod slots;
 pub mod source;
 pub mod sources;

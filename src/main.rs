@@ -39,6 +39,13 @@ fn main() -> ExitCode {
             });
             ExitCode::SUCCESS
         }
+        Command::Slots(args) => match batchguard::slots::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{:?}", miette::Report::new(e));
+                ExitCode::from(CANNOT_RUN)
+            }
+        },
         Command::Graph(args) => graph_cmd(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
@@ -60,21 +67,10 @@ fn use_color() -> bool {
 }
 
 fn lint_cmd(args: LintArgs) -> ExitCode {
-    let paths = if args.paths.is_empty() {
-        vec![std::path::PathBuf::from(".")]
-    } else {
-        args.paths
-    };
-    let config_path = args.config.clone().or_else(|| config::discover(&paths[0]));
-    let settings = match config_path {
-        Some(p) => match config::load(&p, |k| registry::find(k).is_some()) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("{:?}", miette::Report::new(*e));
-                return ExitCode::from(CANNOT_RUN);
-            }
-        },
-        None => Settings::default(),
+    let paths = paths_or_cwd(args.paths);
+    let settings = match settings_for(args.config, &paths) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let opts = LintOptions {
         paths,
@@ -101,22 +97,36 @@ fn lint_cmd(args: LintArgs) -> ExitCode {
     ExitCode::from(if failing > 0 { FOUND } else { 0 })
 }
 
-fn graph_cmd(args: GraphArgs) -> ExitCode {
-    let paths = if args.paths.is_empty() {
+/// The paths to read: the current directory when none are given.
+fn paths_or_cwd(paths: Vec<std::path::PathBuf>) -> Vec<std::path::PathBuf> {
+    if paths.is_empty() {
         vec![std::path::PathBuf::from(".")]
     } else {
-        args.paths
-    };
-    let config_path = args.config.clone().or_else(|| config::discover(&paths[0]));
-    let settings = match config_path {
-        Some(p) => match config::load(&p, |k| registry::find(k).is_some()) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("{:?}", miette::Report::new(*e));
-                return ExitCode::from(CANNOT_RUN);
-            }
-        },
-        None => Settings::default(),
+        paths
+    }
+}
+
+/// `--config`, else `batchguard.toml` found above the first path, else the defaults.
+/// An invalid config is reported with its position and is exit 2.
+fn settings_for(
+    config: Option<std::path::PathBuf>,
+    paths: &[std::path::PathBuf],
+) -> Result<Settings, ExitCode> {
+    let found = config.or_else(|| paths.first().and_then(|p| config::discover(p)));
+    match found {
+        Some(p) => config::load(&p, |k| registry::find(k).is_some()).map_err(|e| {
+            eprintln!("{:?}", miette::Report::new(*e));
+            ExitCode::from(CANNOT_RUN)
+        }),
+        None => Ok(Settings::default()),
+    }
+}
+
+fn graph_cmd(args: GraphArgs) -> ExitCode {
+    let paths = paths_or_cwd(args.paths);
+    let settings = match settings_for(args.config, &paths) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let now = args.now.unwrap_or_else(jiff::Timestamp::now);
     let run = lint::run(&LintOptions {

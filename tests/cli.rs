@@ -56,6 +56,12 @@ jobs:
     )
 }
 
+/// Lints `dir` after writing its `batchguard.toml`.
+fn lint_with_config(dir: &tempfile::TempDir, toml: &str) -> assert_cmd::assert::Assert {
+    fs::write(dir.path().join("batchguard.toml"), toml).unwrap();
+    bg().args(["lint", "--now", NOW]).arg(dir.path()).assert()
+}
+
 fn json_of(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
@@ -320,24 +326,10 @@ fn bad_arguments_exit_2() {
 fn invalid_config_exits_2_with_location() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("a.batchguard.yaml"), clean_job("one")).unwrap();
-    fs::write(
-        dir.path().join("batchguard.toml"),
-        "[rules]\nBG202 = \"loud\"\n",
-    )
-    .unwrap();
-    bg().args(["lint", "--now", NOW])
-        .arg(dir.path())
-        .assert()
+    lint_with_config(&dir, "[rules]\nBG202 = \"loud\"\n")
         .code(2)
         .stderr(predicate::str::contains("batchguard.toml"));
-    fs::write(
-        dir.path().join("batchguard.toml"),
-        "[rules]\nBG999 = \"off\"\n",
-    )
-    .unwrap();
-    bg().args(["lint", "--now", NOW])
-        .arg(dir.path())
-        .assert()
+    lint_with_config(&dir, "[rules]\nBG999 = \"off\"\n")
         .code(2)
         .stderr(predicate::str::contains("BG999"));
 }
@@ -350,34 +342,13 @@ fn config_changes_severity_and_thresholds() {
         clean_job("one").replace("ttl: 25m", "ttl: 15m"),
     )
     .unwrap();
-    fs::write(
-        dir.path().join("batchguard.toml"),
-        "[rules]\nlock-ttl-too-short = \"warning\"\n",
-    )
-    .unwrap();
-    bg().args(["lint", "--now", NOW])
-        .arg(dir.path())
-        .assert()
+    lint_with_config(&dir, "[rules]\nlock-ttl-too-short = \"warning\"\n")
         .code(0)
         .stdout(predicate::str::contains("BG202"));
-    fs::write(
-        dir.path().join("batchguard.toml"),
-        "[thresholds]\nlock_ttl_min_factor = 1.5\n",
-    )
-    .unwrap();
-    bg().args(["lint", "--now", NOW])
-        .arg(dir.path())
-        .assert()
+    lint_with_config(&dir, "[thresholds]\nlock_ttl_min_factor = 1.5\n")
         .code(0)
         .stdout(predicate::str::contains("BG202").not());
-    fs::write(
-        dir.path().join("batchguard.toml"),
-        "[rules]\nBG202 = \"off\"\n",
-    )
-    .unwrap();
-    bg().args(["lint", "--now", NOW])
-        .arg(dir.path())
-        .assert()
+    lint_with_config(&dir, "[rules]\nBG202 = \"off\"\n")
         .code(0)
         .stdout(predicate::str::contains("BG202").not());
 }

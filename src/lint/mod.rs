@@ -10,12 +10,16 @@ pub mod suppress;
 use crate::config::Settings;
 use crate::finding::{Finding, Location, Related, Severity};
 use crate::manifest::load::{self, Loaded};
-use crate::manifest::model::{Job, Manifest, Scheduler};
+use crate::manifest::model::{Field, Job, Manifest, Scheduler};
 use crate::manifest::yaml::Span;
+use crate::schedule::{CronError, Dialect, Schedule};
 use crate::source::SourceFile;
+use jiff::SignedDuration;
+use jiff::tz::TimeZone;
 use rayon::prelude::*;
 use rule::{Emitter, RuleMeta};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// What a per-job rule sees.
 pub struct JobCx<'a> {
@@ -26,6 +30,14 @@ pub struct JobCx<'a> {
     pub settings: &'a Settings,
     pub now: jiff::Timestamp,
     pub text: &'a str,
+    /// The job's schedule as its dialect reads it, parsed once for every schedule rule
+    /// (BG101-BG106, BG408); `None` when `schedule` is absent or not a string (BG003/BG004).
+    pub schedule: Option<Result<Schedule, CronError>>,
+    /// The job's time zone: UTC when `timezone` is absent, `None` when it names no IANA
+    /// zone (BG105) or is not a string.
+    pub tz: Option<TimeZone>,
+    /// The shortest gap between slots over the 12 months from `now`, computed on first use.
+    gap_12m: OnceLock<Option<SignedDuration>>,
 }
 
 impl JobCx<'_> {
@@ -34,6 +46,63 @@ impl JobCx<'_> {
             .name
             .value()
             .map_or("(unnamed job)", String::as_str)
+    }
+
+    /// The dialect the job's schedule is read in (SPEC 4).
+    pub fn dialect(&self) -> Dialect {
+        dialect_of(self.scheduler)
+    }
+
+    /// The parsed schedule and its zone, when both are valid.
+    pub fn schedule_in_zone(&self) -> Option<(&Schedule, &TimeZone)> {
+        match (&self.schedule, &self.tz) {
+            (Some(Ok(s)), Some(tz)) => Some((s, tz)),
+            _ => None,
+        }
+    }
+
+    /// `now` plus `months` calendar months (in UTC), for the rules that look ahead.
+    pub fn now_plus_months(&self, months: i64) -> jiff::Timestamp {
+        self.now
+            .to_zoned_datetime(TimeZone::UTC)
+            .checked_add(jiff::Span::new().months(months))
+            .map(|z| z.timestamp())
+            .unwrap_or(jiff::Timestamp::MAX)
+    }
+
+    /// The shortest real-time gap between slots over the 12 months from `now`, DST
+    /// included (BG104, BG408 share it); `None` without a valid schedule and zone or with
+    /// fewer than two slots.
+    pub fn shortest_gap_12m(&self) -> Option<SignedDuration> {
+        *self.gap_12m.get_or_init(|| {
+            let (s, tz) = self.schedule_in_zone()?;
+            s.shortest_gap(tz, self.now, self.now_plus_months(12))
+        })
+    }
+}
+
+/// The manifest's cron dialect: `deployment.scheduler`, else the platform's default
+/// (SPEC 4), else `crontab`.
+pub fn manifest_scheduler(manifest: &Manifest) -> Scheduler {
+    let deployment = manifest.deployment.value();
+    deployment
+        .and_then(|d| d.scheduler.value().copied())
+        .or_else(|| {
+            deployment
+                .and_then(|d| d.platform.value())
+                .map(|p| p.default_scheduler())
+        })
+        .unwrap_or(Scheduler::Crontab)
+}
+
+/// The manifest's dialect word as the schedule engine names it.
+pub fn dialect_of(s: Scheduler) -> Dialect {
+    match s {
+        Scheduler::Crontab => Dialect::Crontab,
+        Scheduler::Kubernetes => Dialect::Kubernetes,
+        Scheduler::NodeCron => Dialect::NodeCron,
+        Scheduler::CronNpm => Dialect::CronNpm,
+        Scheduler::Croner => Dialect::Croner,
     }
 }
 
@@ -412,15 +481,7 @@ fn run_job_rules(
     out: &mut Vec<Finding>,
 ) {
     let manifest = &loaded.manifest;
-    let deployment = manifest.deployment.value();
-    let scheduler = deployment
-        .and_then(|d| d.scheduler.value().copied())
-        .or_else(|| {
-            deployment
-                .and_then(|d| d.platform.value())
-                .map(|p| p.default_scheduler())
-        })
-        .unwrap_or(Scheduler::Crontab);
+    let scheduler = manifest_scheduler(manifest);
     let ranges = job_ranges(loaded, file);
     for (i, job) in loaded.jobs.iter().enumerate() {
         let cx = JobCx {
@@ -431,6 +492,16 @@ fn run_job_rules(
             settings: &opts.settings,
             now: opts.now,
             text: &file.text,
+            schedule: job
+                .schedule
+                .value()
+                .map(|e| Schedule::parse(e, dialect_of(scheduler))),
+            tz: match &job.timezone {
+                Field::Absent => Some(TimeZone::UTC),
+                Field::Ok(name) => TimeZone::get(&name.value).ok(),
+                Field::Invalid => None,
+            },
+            gap_12m: OnceLock::new(),
         };
         let (name, line) = ranges
             .get(i)

@@ -494,6 +494,14 @@ impl Lock {
     }
 }
 
+impl Job {
+    /// The lock, when there is one and it is not a recorded `disabled: true` decision:
+    /// the lock whose TTL and key the BG2xx rules check.
+    pub fn active_lock(&self) -> Option<&Lock> {
+        self.lock.value().filter(|l| !l.is_disabled())
+    }
+}
+
 impl Retry {
     /// The bound, when there is one (not absent, 0 or unlimited).
     pub fn bounded_attempts(&self) -> Option<u64> {

@@ -19,6 +19,7 @@
 //! slots do not depend on the machine's zoneinfo and CI and laptops agree.
 
 mod eval;
+mod gap;
 mod parse;
 
 use eval::Engine;

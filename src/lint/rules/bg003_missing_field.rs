@@ -63,12 +63,11 @@ impl Rule for MissingField {
         ];
         // A lock without a TTL never expires after a crash (or expires when the store's
         // default says, which nobody reviewed): the TTL is part of a lock.
-        if let Some(lock) = job.lock.get()
-            && !lock.value.is_disabled()
-            && lock.value.ttl.is_absent()
+        if let Some(lock) = job.active_lock()
+            && lock.ttl.is_absent()
         {
             out.emit_with_help(
-                lock.value.span,
+                lock.span,
                 format!("job `{}`: the lock has no `ttl`", cx.job_name()),
                 "add `ttl:` of 2-3x expected_duration, so a crashed run's lock expires",
             );

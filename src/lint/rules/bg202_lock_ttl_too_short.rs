@@ -45,12 +45,9 @@ impl Rule for LockTtlTooShort {
     }
 
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        let Some(lock) = cx.job.lock.value() else {
+        let Some(lock) = cx.job.active_lock() else {
             return;
         };
-        if lock.is_disabled() {
-            return;
-        }
         let (Some(ttl), Some(expected)) = (lock.ttl.get(), cx.job.expected_duration.value()) else {
             return;
         };

@@ -66,12 +66,9 @@ impl Rule for LockKeyNotUnique {
     }
 
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        let Some(lock) = cx.job.lock.value() else {
+        let Some(lock) = cx.job.active_lock() else {
             return;
         };
-        if lock.is_disabled() {
-            return;
-        }
         let name = cx.job_name();
         let Some(key) = lock.key.get() else {
             if lock.key.is_absent() {

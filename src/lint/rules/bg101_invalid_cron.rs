@@ -1,0 +1,143 @@
+use crate::declare_rule;
+use crate::lint::JobCx;
+use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::manifest::model::Sp;
+use crate::manifest::yaml::{Node, Span, Value, scalar_offset};
+use crate::schedule::{CronError, CronErrorKind};
+
+declare_rule! {
+    /// ## What it does
+    /// Checks that the job's `schedule` parses in the job's cron dialect
+    /// (`deployment.scheduler`, defaulting from `deployment.platform`; SPEC 4), and
+    /// underlines the field or token that does not.
+    ///
+    /// An expression that another dialect would accept (a seconds field, `L`, `W`, `#`)
+    /// is BG106 instead, which names the dialects that take it.
+    ///
+    /// ## Why it matters
+    /// The scheduler refuses an expression it cannot read, often only at deploy time and
+    /// often quietly: a Kubernetes CronJob that fails to parse is never scheduled, a
+    /// crontab line with a bad field is skipped with a log line nobody reads. The job then
+    /// runs not at all, which is the other half of the source article's question: "did we
+    /// do the same work twice, *or not at all*?". Each dialect has its own limits
+    /// (Kubernetes takes weekdays 0-6 only, Debian cron has no `?`), so the check is made in
+    /// the dialect that really runs the job.
+    ///
+    /// ## Example
+    /// ```yaml
+    /// deployment:
+    ///   platform: kubernetes
+    /// jobs:
+    ///   - name: weekly-report
+    ///     schedule: "0 6 * * 7"     # robfig/cron: day-of-week is 0-6
+    /// ```
+    ///
+    /// Use instead:
+    /// ```yaml
+    ///     schedule: "0 6 * * 0"     # Sunday
+    /// ```
+    pub struct InvalidCron {
+        code: "BG101",
+        name: "invalid-cron",
+        severity: Error,
+        summary: "the expression does not parse in the job's dialect (span on the bad field)",
+        help: "fix the marked field; `batchguard slots --schedule EXPR --dialect D` shows what an expression fires",
+    }
+}
+
+impl Rule for InvalidCron {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+
+    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
+        let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
+            return;
+        };
+        if matches!(err.kind, CronErrorKind::Unsupported { .. }) {
+            return; // BG106
+        }
+        out.emit_with_help(
+            error_span(cx.text, expr, err),
+            format!(
+                "job `{}`: `{}` is not a valid {} schedule: {}",
+                cx.job_name(),
+                expr.value,
+                cx.dialect(),
+                err.message
+            ),
+            format!(
+                "fix the marked part; the {} dialect takes {}",
+                cx.dialect(),
+                fields_of(cx.dialect())
+            ),
+        );
+    }
+}
+
+/// What a dialect's expression is made of (SPEC 4), for help lines.
+pub(crate) fn fields_of(d: crate::schedule::Dialect) -> &'static str {
+    use crate::schedule::Dialect;
+    match d {
+        Dialect::Crontab => {
+            "5 fields (minute hour day-of-month month day-of-week 0-7) or an @macro"
+        }
+        Dialect::Kubernetes => {
+            "5 fields (minute hour day-of-month month day-of-week 0-6) or an @macro"
+        }
+        Dialect::NodeCron | Dialect::CronNpm => "5 fields, or 6 with seconds first",
+        Dialect::Croner => "5, 6 (seconds first) or 7 (year last) fields",
+    }
+}
+
+/// The file span of the part of `expr` that `err` blames; the whole value when the
+/// scalar's text does not line up with its value (escapes, block scalars).
+pub(crate) fn error_span(text: &str, expr: &Sp<String>, err: &CronError) -> Span {
+    let node = Node {
+        value: Value::Null,
+        span: expr.span,
+    };
+    let (a, b) = (err.span.start, err.span.end);
+    if let (Some(s), Some(e)) = (scalar_offset(text, &node, a), scalar_offset(text, &node, b))
+        && e > s
+        && text
+            .get(s..e)
+            .is_some_and(|t| Some(t) == expr.value.get(a..b))
+    {
+        return Span::new(s, e - s);
+    }
+    expr.span
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::lint::rules::testing::findings;
+
+    fn manifest(schedule: &str) -> String {
+        format!(
+            "version: 1\ndeployment:\n  platform: kubernetes\njobs:\n  - name: a\n    schedule: {schedule}\n"
+        )
+    }
+
+    #[test]
+    fn underlines_the_bad_field() {
+        for (sched, bad) in [
+            ("\"0 6 * * 7\"", "7"),
+            ("'61 * * * *'", "61"),
+            ("0 25 * * *", "25"),
+        ] {
+            let yaml = manifest(sched);
+            let f = findings(&yaml, "BG101");
+            assert_eq!(f.len(), 1, "{sched}");
+            let s = f[0].at.span;
+            assert_eq!(&yaml[s.start..s.end()], bad, "{sched}");
+            assert!(f[0].message.contains("kubernetes"), "{}", f[0].message);
+        }
+    }
+
+    #[test]
+    fn valid_and_unsupported_are_not_bg101() {
+        assert!(findings(&manifest("\"0 6 * * 0\""), "BG101").is_empty());
+        assert!(findings(&manifest("\"0 0 L * *\""), "BG101").is_empty());
+    }
+}

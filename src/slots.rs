@@ -1,0 +1,221 @@
+//! `batchguard slots`: the instants a schedule fires in `[from, to)`, as the job's real
+//! scheduler fires them (SPEC 1, SPEC 4), one RFC 3339 instant per line with the zone's
+//! offset at that instant. A repeated-hour slot that the dialect runs twice is printed
+//! twice, once per offset; a slot the dialect skips is not printed.
+//!
+//! Output is streamed a day at a time, so a year of a per-second schedule never sits in
+//! memory. Every failure to run (unreadable or broken manifest, unknown job, bad expression,
+//! unknown zone, empty window) is a [`SlotsError`], which `main` renders with miette and
+//! maps to exit code 2.
+
+use crate::cli::SlotsArgs;
+use crate::lint::rules::bg105_unknown_timezone;
+use crate::lint::{dialect_of, manifest_scheduler};
+use crate::manifest::load::{self, closest};
+use crate::manifest::model::Field;
+use crate::schedule::{Dialect, Schedule, format_slot};
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Why `slots` could not run.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum SlotsError {
+    #[error("`{expr}` is not a valid {dialect} schedule: {message}")]
+    #[diagnostic(code(batchguard::slots::schedule))]
+    BadSchedule {
+        expr: String,
+        dialect: Dialect,
+        message: String,
+        #[source_code]
+        src: String,
+        #[label("here")]
+        span: miette::SourceSpan,
+        #[help]
+        help: Option<String>,
+    },
+    #[error("`{zone}` is not an IANA time zone name")]
+    #[diagnostic(code(batchguard::slots::timezone))]
+    UnknownZone {
+        zone: String,
+        #[help]
+        help: Option<String>,
+    },
+    #[error("{path}: no job named `{job}`")]
+    #[diagnostic(code(batchguard::slots::job))]
+    UnknownJob {
+        path: String,
+        job: String,
+        #[help]
+        help: String,
+    },
+    #[error("{path}: {message}")]
+    #[diagnostic(
+        code(batchguard::slots::manifest),
+        help("`batchguard lint {path}` shows every problem in the file")
+    )]
+    Manifest { path: String, message: String },
+    #[error("--from {from} is not before --to {to}: the window [from, to) is empty")]
+    #[diagnostic(code(batchguard::slots::window))]
+    EmptyWindow { from: Timestamp, to: Timestamp },
+    #[error("cannot write the slots: {0}")]
+    Write(#[from] io::Error),
+}
+
+/// A schedule ready to enumerate, and a note for stderr (a disabled job).
+pub struct Resolved {
+    pub schedule: Schedule,
+    pub tz: TimeZone,
+    pub note: Option<String>,
+}
+
+/// Finds the schedule and zone the arguments name.
+pub fn resolve(args: &SlotsArgs) -> Result<Resolved, SlotsError> {
+    if args.from >= args.to {
+        return Err(SlotsError::EmptyWindow {
+            from: args.from,
+            to: args.to,
+        });
+    }
+    if let (Some(path), Some(job)) = (&args.manifest, &args.job) {
+        return from_manifest(path, job);
+    }
+    let expr = args.schedule.as_deref().unwrap_or_default();
+    let dialect = match args.dialect.as_deref() {
+        // clap checked the word against the same list.
+        Some(d) => d.parse().unwrap_or(Dialect::Crontab),
+        None => Dialect::Crontab,
+    };
+    let tz = match args.timezone.as_deref() {
+        None => TimeZone::UTC,
+        Some(z) => zone(z)?,
+    };
+    Ok(Resolved {
+        schedule: parse(expr, dialect)?,
+        tz,
+        note: None,
+    })
+}
+
+fn parse(expr: &str, dialect: Dialect) -> Result<Schedule, SlotsError> {
+    Schedule::parse(expr, dialect).map_err(|e| {
+        let help = match &e.kind {
+            crate::schedule::CronErrorKind::Unsupported { accepted_by }
+                if !accepted_by.is_empty() =>
+            {
+                let names: Vec<&str> = accepted_by.iter().map(|d| d.as_str()).collect();
+                Some(format!("accepted by: {} (--dialect)", names.join(", ")))
+            }
+            _ => None,
+        };
+        let start = e.span.start.min(expr.len());
+        let len = e.span.end.min(expr.len()).saturating_sub(start);
+        SlotsError::BadSchedule {
+            expr: expr.to_owned(),
+            dialect,
+            message: e.message.clone(),
+            src: expr.to_owned(),
+            span: (start, len).into(),
+            help,
+        }
+    })
+}
+
+fn zone(name: &str) -> Result<TimeZone, SlotsError> {
+    TimeZone::get(name).map_err(|_| SlotsError::UnknownZone {
+        zone: name.to_owned(),
+        help: bg105_unknown_timezone::suggest(name).map(|s| format!("did you mean `{s}`?")),
+    })
+}
+
+fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
+    let shown = path.display().to_string();
+    let fail = |message: String| SlotsError::Manifest {
+        path: shown.clone(),
+        message,
+    };
+    let bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    let (_, loaded) = load::load(&bytes);
+    if loaded.root.is_none() {
+        let why = loaded
+            .diags
+            .first()
+            .map_or_else(|| "not a manifest".to_owned(), |d| d.message.clone());
+        return Err(fail(format!("cannot read it as a manifest: {why}")));
+    }
+    let Some(found) = loaded
+        .jobs
+        .iter()
+        .find(|j| j.name.value().is_some_and(|n| n == job))
+    else {
+        let names: Vec<&str> = loaded
+            .jobs
+            .iter()
+            .filter_map(|j| j.name.value().map(String::as_str))
+            .collect();
+        let help = match closest(job, &names) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None if names.is_empty() => "the manifest declares no jobs".to_owned(),
+            None => format!("jobs in this manifest: {}", names.join(", ")),
+        };
+        return Err(SlotsError::UnknownJob {
+            path: shown,
+            job: job.to_owned(),
+            help,
+        });
+    };
+    let Some(expr) = found.schedule.value() else {
+        return Err(fail(format!("job `{job}` has no valid `schedule`")));
+    };
+    let tz = match &found.timezone {
+        Field::Absent => TimeZone::UTC,
+        Field::Ok(z) => zone(&z.value)?,
+        Field::Invalid => return Err(fail(format!("job `{job}` has an invalid `timezone`"))),
+    };
+    let schedule = parse(expr, dialect_of(manifest_scheduler(&loaded.manifest)))?;
+    let note = (found.enabled.value() == Some(&false)).then(|| {
+        format!("note: job `{job}` is disabled (enabled: false); these are the slots it would run")
+    });
+    Ok(Resolved { schedule, tz, note })
+}
+
+/// Writes every slot in `[from, to)`, one per line, a day of slots at a time; returns
+/// how many were written.
+pub fn write_slots(
+    r: &Resolved,
+    from: Timestamp,
+    to: Timestamp,
+    out: &mut impl Write,
+) -> io::Result<u64> {
+    let mut n = 0;
+    let mut cursor = from;
+    while cursor < to {
+        let end = cursor
+            .checked_add(SignedDuration::from_hours(24))
+            .map_or(to, |e| e.min(to));
+        for t in r.schedule.slots(&r.tz, cursor, end) {
+            writeln!(out, "{}", format_slot(t, &r.tz))?;
+            n += 1;
+        }
+        cursor = end;
+    }
+    out.flush()?;
+    Ok(n)
+}
+
+/// The whole command: resolve, then stream to stdout. A closed pipe (`| head`) ends the
+/// output quietly.
+pub fn run(args: &SlotsArgs) -> Result<(), SlotsError> {
+    let r = resolve(args)?;
+    if let Some(note) = &r.note {
+        eprintln!("{note}");
+    }
+    let stdout = io::stdout().lock();
+    let mut out = io::BufWriter::with_capacity(64 * 1024, stdout);
+    match write_slots(&r, args.from, args.to, &mut out) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(()),
+    }
+}
