@@ -392,3 +392,22 @@ fn a_tied_cronjob_that_drifted_is_bg608_and_an_untied_different_schedule_is_no_d
     let v = json(dir.path(), None);
     assert!(findings(&v, "BG601").is_empty(), "{v}");
 }
+
+#[test]
+fn schedule_rules_apply_to_registrations() {
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(
+        dir.path().join("crontab"),
+        "CRON_TZ=America/New_York\n30 2 * * * flock -n /l node a.js\n61 * * * * flock -n /l node c.js\nCRON_TZ=Mars/Base\n0 1 * * * flock -n /l node d.js\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    for code in ["BG101", "BG103", "BG105"] {
+        assert_eq!(findings(&v, code).len(), 1, "{code}: {v}");
+    }
+    let bad = findings(&v, "BG101");
+    assert_eq!(
+        (bad[0]["line"].as_u64(), bad[0]["column"].as_u64()),
+        (Some(3), Some(1))
+    );
+}
