@@ -411,3 +411,20 @@ fn schedule_rules_apply_to_registrations() {
         (Some(3), Some(1))
     );
 }
+
+#[test]
+fn an_es_module_ecosystem_file_is_read() {
+    if node_major() < 20 {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(dir.path().join("package.json"), "{\"type\": \"module\"}\n").expect("write");
+    fs::write(
+        dir.path().join("ecosystem.config.js"),
+        "export default {\n  apps: [{ name: \"settle\", script: \"jobs/settle.js\", cron_restart: \"0 * * * *\",\n    exec_mode: \"cluster\", instances: 2 }],\n};\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    assert!(findings(&v, "BG609").is_empty(), "{v}");
+    assert_eq!(findings(&v, "BG606").len(), 1, "{v}");
+}
