@@ -428,3 +428,18 @@ fn an_es_module_ecosystem_file_is_read() {
     assert!(findings(&v, "BG609").is_empty(), "{v}");
     assert_eq!(findings(&v, "BG606").len(), 1, "{v}");
 }
+
+#[test]
+fn readme_multi_source_example_is_what_lint_prints() {
+    let out = bg()
+        .args(["lint", "fixtures/rules/BG601/bad", "--now", NOW])
+        .output()
+        .expect("runs");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let first = shown.split("\n\n").next().unwrap_or("");
+    let readme = fs::read_to_string("README.md").expect("README.md");
+    assert!(
+        readme.contains(first),
+        "README's BG601 example is stale; paste:\n{first}"
+    );
+}
