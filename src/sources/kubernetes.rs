@@ -82,9 +82,25 @@ pub fn read(text: &str) -> Read {
         match yaml::parse(doc) {
             Ok(mut root) => {
                 shift(&mut root, start);
-                if let Some(r) = cronjob(&root) {
-                    out.registrations.push(r);
-                    out.roots.push(root);
+                // `kind: List` (what `kubectl get -o yaml` prints) holds its objects in `items`.
+                let is_list = get(&root, "kind")
+                    .and_then(str_at)
+                    .is_some_and(|k| k.value == "List");
+                match get(&root, "items").map(|i| &i.value) {
+                    Some(Value::Seq(items)) if is_list => {
+                        for item in items {
+                            if let Some(r) = cronjob(item) {
+                                out.registrations.push(r);
+                                out.roots.push(item.clone());
+                            }
+                        }
+                    }
+                    _ => {
+                        if let Some(r) = cronjob(&root) {
+                            out.registrations.push(r);
+                            out.roots.push(root);
+                        }
+                    }
                 }
             }
             Err(_) if doc.contains("{{") => {
@@ -246,5 +262,13 @@ mod tests {
             "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  suspend: true\n",
         );
         assert!(r.problems.is_empty() && r.registrations.is_empty());
+    }
+
+    #[test]
+    fn lists_hold_cronjobs() {
+        let text = "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: batch/v1\n    kind: CronJob\n    metadata: {name: a}\n    spec: {schedule: \"0 * * * *\"}\n";
+        let r = read(text);
+        assert_eq!(r.registrations.len(), 1);
+        assert_eq!(r.registrations[0].label, "CronJob `a`");
     }
 }
