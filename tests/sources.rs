@@ -311,3 +311,135 @@ fn a_huge_crontab_of_one_command_is_bounded() {
     let v = json(dir.path(), None);
     assert!(!findings(&v, "BG601").is_empty(), "{}", v["summary"]);
 }
+
+#[test]
+fn a_secret_in_a_cronjob_is_bg801_and_masked() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let text = fs::read_to_string("fixtures/rules/BG603/good/k8s/cronjobs.yaml")
+        .expect("read")
+        .replace(
+            "              command: [\"batchguard\"",
+            "              env:\n                - name: DATABASE_URL\n                  value: \"postgres://billing:hunter2@db.internal:5432/billing\"\n              command: [\"batchguard\"",
+        );
+    fs::write(dir.path().join("cronjobs.yaml"), text).expect("write");
+    let out = bg()
+        .args(["lint", "--now", NOW])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("BG801"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+}
+
+#[test]
+fn two_manifests_declaring_one_job_and_two_tied_registrations_are_duplicates() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let manifest =
+        fs::read_to_string("fixtures/rules/BG603/good/billing.batchguard.yaml").expect("read");
+    fs::write(dir.path().join("billing.batchguard.yaml"), &manifest).expect("write");
+    fs::create_dir_all(dir.path().join("old")).expect("mkdir");
+    // The same service/name declared again, on another schedule and command.
+    fs::write(
+        dir.path().join("old/billing.batchguard.yaml"),
+        manifest
+            .replace("0 * * * *", "30 4 * * *")
+            .replace("jobs/settle.js", "jobs/settle-v1.js"),
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    let f = findings(&v, "BG601");
+    assert_eq!(f.len(), 1, "{v}");
+    assert_eq!(f[0]["related"].as_array().map(Vec::len), Some(1), "{v}");
+
+    // One manifest, two CronJobs tied to it by annotation: registered twice.
+    fs::remove_dir_all(dir.path().join("old")).expect("rm");
+    let k8s = fs::read_to_string("fixtures/rules/BG603/good/k8s/cronjobs.yaml").expect("read");
+    fs::write(dir.path().join("a.yaml"), &k8s).expect("write");
+    fs::write(
+        dir.path().join("b.yaml"),
+        k8s.replace("name: settle\n", "name: settle-v2\n"),
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    let f = findings(&v, "BG601");
+    assert_eq!(f.len(), 1, "{v}");
+    assert_eq!(f[0]["related"].as_array().map(Vec::len), Some(2), "{v}");
+}
+
+#[test]
+fn a_tied_cronjob_that_drifted_is_bg608_and_an_untied_different_schedule_is_no_duplicate() {
+    let dir = tempfile::tempdir().expect("tmp");
+    copy_tree(Path::new("fixtures/rules/BG603/good"), dir.path());
+    let k8s = dir.path().join("k8s/cronjobs.yaml");
+    let text = fs::read_to_string(&k8s).expect("read");
+    fs::write(&k8s, text.replace("\"0 * * * *\"", "\"*/30 * * * *\"")).expect("write");
+    let v = json(dir.path(), None);
+    let f = findings(&v, "BG608");
+    assert_eq!(f.len(), 1, "{v}");
+    assert!(
+        f[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("*/30 * * * *")),
+        "{v}"
+    );
+    // A crontab line running the same command at 00:30 only: no shared slot with hourly :00.
+    fs::write(
+        dir.path().join("crontab"),
+        "30 0 * * * flock -n /l node jobs/settle.js\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    assert!(findings(&v, "BG601").is_empty(), "{v}");
+}
+
+#[test]
+fn schedule_rules_apply_to_registrations() {
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(
+        dir.path().join("crontab"),
+        "CRON_TZ=America/New_York\n30 2 * * * flock -n /l node a.js\n61 * * * * flock -n /l node c.js\nCRON_TZ=Mars/Base\n0 1 * * * flock -n /l node d.js\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    for code in ["BG101", "BG103", "BG105"] {
+        assert_eq!(findings(&v, code).len(), 1, "{code}: {v}");
+    }
+    let bad = findings(&v, "BG101");
+    assert_eq!(
+        (bad[0]["line"].as_u64(), bad[0]["column"].as_u64()),
+        (Some(3), Some(1))
+    );
+}
+
+#[test]
+fn an_es_module_ecosystem_file_is_read() {
+    if node_major() < 20 {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    fs::write(dir.path().join("package.json"), "{\"type\": \"module\"}\n").expect("write");
+    fs::write(
+        dir.path().join("ecosystem.config.js"),
+        "export default {\n  apps: [{ name: \"settle\", script: \"jobs/settle.js\", cron_restart: \"0 * * * *\",\n    exec_mode: \"cluster\", instances: 2 }],\n};\n",
+    )
+    .expect("write");
+    let v = json(dir.path(), None);
+    assert!(findings(&v, "BG609").is_empty(), "{v}");
+    assert_eq!(findings(&v, "BG606").len(), 1, "{v}");
+}
+
+#[test]
+fn readme_multi_source_example_is_what_lint_prints() {
+    let out = bg()
+        .args(["lint", "fixtures/rules/BG601/bad", "--now", NOW])
+        .output()
+        .expect("runs");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let first = shown.split("\n\n").next().unwrap_or("");
+    let readme = fs::read_to_string("README.md").expect("README.md");
+    assert!(
+        readme.contains(first),
+        "README's BG601 example is stale; paste:\n{first}"
+    );
+}

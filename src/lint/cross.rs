@@ -574,8 +574,25 @@ pub fn lint_source(
     opts: &super::LintOptions,
 ) -> super::FileLint {
     let read = crate::sources::read(kind, path, bytes);
-    let file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
+    let mut file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
     let mut findings = Vec::new();
+    for root in &read.roots {
+        let cx = super::FileCx {
+            root,
+            text: &file.text,
+        };
+        for rule in super::registry::job_rules() {
+            let mut em = super::rule::Emitter {
+                meta: rule.meta(),
+                file: 0,
+                service: "",
+                job: None,
+                job_line: None,
+                out: &mut findings,
+            };
+            rule.check_file(&cx, &mut em);
+        }
+    }
     for p in &read.problems {
         let Some(meta) = super::registry::find(p.code) else {
             continue;
@@ -620,9 +637,15 @@ pub fn lint_source(
             rule.check_registration(&cx, &mut em);
         }
     }
+    for reg in &read.registrations {
+        schedule_rules(reg, &file, opts, &mut findings);
+    }
     for f in &mut findings {
         if f.service.as_deref() == Some("") {
             f.service = None;
+        }
+        if f.code == super::rules::bg801_plaintext_secret::PlaintextSecret::META.code {
+            file.mask(f.at.span);
         }
     }
     let findings = super::apply_suppressions(&file, findings, &opts.settings);
@@ -632,6 +655,91 @@ pub fn lint_source(
         jobs: 0,
         facts: Vec::new(),
         regs: read.registrations,
+    }
+}
+
+/// The schedule and timezone rules (SPEC 3.5: BG1xx apply to registrations) that need no
+/// manifest declaration. BG104 and BG408 compare with `expected_duration` and the retry
+/// policy, which only a manifest carries.
+const REGISTRATION_SCHEDULE_RULES: &[&str] = &["BG101", "BG102", "BG103", "BG105", "BG106"];
+
+/// Runs the schedule rules on a registration by presenting it as a job whose only
+/// declarations are its schedule, zone and dialect, so the rules stay written once.
+fn schedule_rules(
+    reg: &Registration,
+    file: &SourceFile,
+    opts: &super::LintOptions,
+    out: &mut Vec<Finding>,
+) {
+    use crate::manifest::model::{Deployment, Field, Job, Manifest, Scheduler, Sp};
+    let Some(sched) = &reg.schedule else {
+        return;
+    };
+    let Some(scheduler) = Scheduler::from_word(reg.dialect.as_str()) else {
+        return;
+    };
+    let sp = |a: &At<String>| {
+        Field::Ok(Sp {
+            value: a.value.clone(),
+            span: a.span,
+        })
+    };
+    let manifest = Manifest {
+        deployment: Field::Ok(Sp {
+            value: Deployment {
+                scheduler: Field::Ok(Sp {
+                    value: scheduler,
+                    span: reg.span,
+                }),
+                ..Deployment::default()
+            },
+            span: reg.span,
+        }),
+        ..Manifest::default()
+    };
+    let job = Job {
+        name: Field::Ok(Sp {
+            value: reg.label.replace('`', ""),
+            span: reg.span,
+        }),
+        schedule: sp(sched),
+        timezone: reg.timezone.as_ref().map_or(Field::Absent, sp),
+        enabled: Field::Ok(Sp {
+            value: !reg.suspended(),
+            span: reg.span,
+        }),
+        span: reg.span,
+        ..Job::default()
+    };
+    let cx = super::JobCx {
+        job: &job,
+        manifest: &manifest,
+        service: "",
+        scheduler,
+        settings: &opts.settings,
+        now: opts.now,
+        text: &file.text,
+        schedule: Some(Schedule::parse(&sched.value, reg.dialect)),
+        tz: match &reg.timezone {
+            None => Some(TimeZone::UTC),
+            Some(z) => TimeZone::get(&z.value).ok(),
+        },
+        gap_12m: std::sync::OnceLock::new(),
+    };
+    let line = file.line_col(reg.span.start).0;
+    for rule in super::registry::job_rules()
+        .iter()
+        .filter(|r| REGISTRATION_SCHEDULE_RULES.contains(&r.meta().code))
+    {
+        let mut em = super::rule::Emitter {
+            meta: rule.meta(),
+            file: 0,
+            service: "",
+            job: Some(&reg.label),
+            job_line: Some(line),
+            out,
+        };
+        rule.check_job(&cx, &mut em);
     }
 }
 

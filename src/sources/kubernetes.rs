@@ -5,9 +5,13 @@
 //! forbids inside any scalar) and each document goes through the manifest parser
 //! (`manifest::yaml::parse`), so the same limits apply per document (depth 128, alias
 //! expansion 100,000 events) and the whole file is bounded by the 8 MiB size limit.
+//!
+//! A CronJob document without `spec.schedule` is a patch (kustomize) and registers
+//! nothing. A document that does not parse and contains `{{` is a Helm / Go template:
+//! BG609 (not read; lint the rendered output) rather than BG001.
 
 use super::{At, KubeFields, Problem, Read, Registration, SourceKind, Tie, get, int_at, str_at};
-use crate::manifest::yaml::{self, Node, Value};
+use crate::manifest::yaml::{self, Node, Span, Value};
 
 /// The annotation that ties a CronJob to a manifest job.
 pub const TIE_ANNOTATION: &str = "batchguard.dev/job";
@@ -78,9 +82,35 @@ pub fn read(text: &str) -> Read {
         match yaml::parse(doc) {
             Ok(mut root) => {
                 shift(&mut root, start);
-                if let Some(r) = cronjob(&root) {
-                    out.registrations.push(r);
+                // `kind: List` (what `kubectl get -o yaml` prints) holds its objects in `items`.
+                let is_list = get(&root, "kind")
+                    .and_then(str_at)
+                    .is_some_and(|k| k.value == "List");
+                match get(&root, "items").map(|i| &i.value) {
+                    Some(Value::Seq(items)) if is_list => {
+                        for item in items {
+                            if let Some(r) = cronjob(item) {
+                                out.registrations.push(r);
+                                out.roots.push(item.clone());
+                            }
+                        }
+                    }
+                    _ => {
+                        if let Some(r) = cronjob(&root) {
+                            out.registrations.push(r);
+                            out.roots.push(root);
+                        }
+                    }
                 }
+            }
+            Err(_) if doc.contains("{{") => {
+                // A Helm / Go template is not YAML until rendered.
+                out.problems.push(Problem {
+                    code: "BG609",
+                    span: Span::new(start, 0),
+                    message: "this CronJob file is a template (`{{ … }}`) and is not YAML until rendered, so it was not read".into(),
+                    help: "lint the rendered manifests (`helm template … > rendered.yaml`); a duplicate may hide in this one".into(),
+                });
             }
             Err(err) => {
                 let (code, message, help) = yaml::classify_error(&err);
@@ -104,6 +134,8 @@ fn path<'n>(node: &'n Node, keys: &[&str]) -> Option<&'n Node> {
 
 fn cronjob(root: &Node) -> Option<Registration> {
     let kind = get(root, "kind").and_then(str_at)?;
+    // A CronJob without a schedule is a patch (kustomize), not a registration.
+    path(root, &["spec", "schedule"])?;
     let api = get(root, "apiVersion").and_then(str_at);
     if kind.value != "CronJob" || api.is_some_and(|a| !a.value.starts_with("batch/")) {
         return None;
@@ -220,5 +252,23 @@ mod tests {
         let r = read(text);
         assert_eq!(r.problems.len(), 1);
         assert!(r.problems[0].span.start >= 18);
+    }
+
+    #[test]
+    fn templates_and_patches() {
+        let r = read("kind: CronJob\nspec:\n  schedule: {{ .Values.schedule }}\n  x: [\n");
+        assert_eq!(r.problems.first().map(|p| p.code), Some("BG609"));
+        let r = read(
+            "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  suspend: true\n",
+        );
+        assert!(r.problems.is_empty() && r.registrations.is_empty());
+    }
+
+    #[test]
+    fn lists_hold_cronjobs() {
+        let text = "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: batch/v1\n    kind: CronJob\n    metadata: {name: a}\n    spec: {schedule: \"0 * * * *\"}\n";
+        let r = read(text);
+        assert_eq!(r.registrations.len(), 1);
+        assert_eq!(r.registrations[0].label, "CronJob `a`");
     }
 }

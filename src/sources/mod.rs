@@ -134,6 +134,9 @@ pub struct Read {
     pub problems: Vec<Problem>,
     /// The text to show in reports (the file as written).
     pub text: String,
+    /// YAML trees (spans into `text`) that whole-file rules such as BG801 look at: each
+    /// CronJob document, a PM2 `.json`/`.yaml` file.
+    pub roots: Vec<Node>,
 }
 
 /// A file that is a source by its name alone (PM2 ecosystem files, crontabs).

@@ -92,7 +92,11 @@ pub fn read(path: &Path, text: &str) -> Read {
         };
     }
     match yaml::parse(text) {
-        Ok(root) => apps(&root, None),
+        Ok(root) => {
+            let mut read = apps(&root, None);
+            read.roots.push(root);
+            read
+        }
         Err(err) => {
             let (code, message, help) = yaml::classify_error(&err);
             Read {
@@ -376,15 +380,26 @@ fn evaluate(path: &Path) -> Result<String, String> {
     }
 }
 
+/// The script node runs: CommonJS `require`, or `import()` for an ES module file
+/// (`"type": "module"` packages), then the exports as JSON after the sentinel.
 fn wrapper() -> String {
     format!(
         r#"const toErr = (...a) => process.stderr.write(a.join(" ") + "\n");
 for (const k of ["log", "info", "debug", "warn", "dir", "table"]) console[k] = toErr;
-let m;
-try {{ m = require(process.argv[1]); }} catch (e) {{ process.stderr.write("batchguard: " + (e && e.stack || e) + "\n"); process.exit(3); }}
-let s;
-try {{ s = JSON.stringify(m === undefined ? null : m); }} catch (e) {{ process.stderr.write("batchguard: exports cannot be written as JSON: " + e.message + "\n"); process.exit(3); }}
-process.stdout.write({sentinel:?} + (s === undefined ? "null" : s));"#,
+const fail = (what, e) => {{ process.stderr.write("batchguard: " + what + (e && e.stack || e) + "\n"); process.exit(3); }};
+const file = process.argv[1];
+(async () => {{
+  let m;
+  try {{ m = require(file); }} catch (e) {{
+    if (!e || e.code !== "ERR_REQUIRE_ESM") throw e;
+    m = (await import(require("url").pathToFileURL(file).href)).default;
+  }}
+  // An ES module loaded by require (Node 20.19+) arrives as its namespace.
+  if (m && typeof m === "object" && m.apps === undefined && m.default !== undefined) m = m.default;
+  let s;
+  try {{ s = JSON.stringify(m === undefined ? null : m); }} catch (e) {{ fail("exports cannot be written as JSON: ", e); }}
+  process.stdout.write({sentinel:?} + (s === undefined ? "null" : s));
+}})().catch((e) => fail("", e));"#,
         sentinel = SENTINEL
     )
 }
