@@ -13,8 +13,9 @@
 //!   they are row errors unless `--assume-tz`), text columns as they are.
 //! - Table names are validated identifiers ([`super::read::valid_table_name`]), then
 //!   double-quoted; every other value is a bound parameter.
-//! - Rows are streamed with `fetch` (never `fetch_all`): PostgreSQL sends the rows of the
-//!   portal as the client consumes them, so memory stays flat for any table size.
+//! - Rows are streamed, never loaded whole: SQLite through `fetch`; PostgreSQL through a
+//!   server-side cursor (`DECLARE … CURSOR`, `FETCH FORWARD 10000`) in a read-only
+//!   transaction, so memory stays flat for any table size.
 //! - Row numbers in messages are the position in the result (1-based), after the source
 //!   and table: `sqlite:ledger.db batchguard_events:17`.
 
@@ -30,6 +31,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Rows per `FETCH` from a PostgreSQL cursor: large enough that round trips do not
+/// dominate, small enough that memory stays flat.
+const CURSOR_BATCH: u32 = 10_000;
 
 fn runtime() -> Result<tokio::runtime::Runtime, SourceError> {
     tokio::runtime::Builder::new_current_thread()
@@ -229,22 +234,41 @@ pub(crate) fn read_postgres<R: LedgerRow>(
         if let Some(e) = missing_columns::<R>(&index, &format!("table `{table}` of {shown}")) {
             return Err(e);
         }
-        let sql = format!("SELECT {list} FROM {quoted}");
+        // A server-side cursor in a read-only transaction: the server hands out
+        // CURSOR_BATCH rows per round trip, so neither side ever holds the table.
+        let reading = |e| fail(&format!("reading `{table}`"), e);
+        let mut tx = conn.begin().await.map_err(reading)?;
+        sqlx::query("SET TRANSACTION READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(reading)?;
+        let declare =
+            format!("DECLARE batchguard_ledger NO SCROLL CURSOR FOR SELECT {list} FROM {quoted}");
+        sqlx::query(AssertSqlSafe(declare))
+            .execute(&mut *tx)
+            .await
+            .map_err(reading)?;
+        let fetch = format!("FETCH FORWARD {CURSOR_BATCH} FROM batchguard_ledger");
         let label = format!("{shown} {table}");
-        let mut stream = sqlx::query(AssertSqlSafe(sql)).fetch(&mut conn);
         let mut n = 0u64;
         let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
-        while let Some(row) = stream
-            .try_next()
-            .await
-            .map_err(|e| fail(&format!("reading `{table}`"), e))?
-        {
-            n += 1;
-            match row_fields::<R, sqlx::Postgres>(&row, &index, &mut values) {
-                Ok(()) => deliver(&values, opts, &label, n, on_row, on_error),
-                Err((i, m)) => on_error(row_error(&label, n, Some(R::COLUMNS[i]), m)),
+        loop {
+            let rows = sqlx::query(AssertSqlSafe(fetch.clone()))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(reading)?;
+            if rows.is_empty() {
+                break;
+            }
+            for row in &rows {
+                n += 1;
+                match row_fields::<R, sqlx::Postgres>(row, &index, &mut values) {
+                    Ok(()) => deliver(&values, opts, &label, n, on_row, on_error),
+                    Err((i, m)) => on_error(row_error(&label, n, Some(R::COLUMNS[i]), m)),
+                }
             }
         }
+        tx.rollback().await.map_err(reading)?;
         Ok(n)
     })
 }
