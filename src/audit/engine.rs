@@ -161,12 +161,109 @@ struct JobState {
     start_events: u64,
 }
 
+/// An output key applied more than once. `job` is the tally's local job id; the first
+/// execution is resolved (from `first_run`, the hash of the first row's run id) at finish.
 struct DupOutput {
     key: String,
     job: u32,
     count: u64,
     run_ids: Vec<String>,
-    first_exec: u32,
+    first_run: u64,
+}
+
+#[inline]
+fn out_hash(local_job: u32, key: &str) -> u64 {
+    hash_bytes(u64::from(local_job).wrapping_add(0x5151), key.as_bytes())
+}
+
+/// The output rows of an audit, folded on their own (they need nothing from the events, so
+/// a reader thread can fill one while the events are read): per `(job, output_key)` hash a
+/// count and the hash of the first row's run id. Job names are resolved as
+/// [`Auditor`] resolves them: a declared name (`service/name` or bare `name`) is its
+/// manifest job, any other name is its own job. Get one from [`Auditor::output_tally`],
+/// hand it back with [`Auditor::merge_outputs`].
+pub struct OutputTally {
+    from: Timestamp,
+    to: Timestamp,
+    declared: HashMap<String, usize>,
+    n_declared: u32,
+    by_name: HashMap<String, u32, Fast>,
+    /// Names of undeclared jobs; local id `n_declared + i`.
+    undeclared: Vec<String>,
+    /// Output rows per local job id.
+    counts: Vec<u64>,
+    /// `(local job, output_key)` hash -> (rows, hash of the first row's run id).
+    index: HashMap<u64, (u32, u64), Fast>,
+    dups: HashMap<u64, DupOutput, Fast>,
+    input: InputCounts,
+    row_errors: Vec<RowError>,
+}
+
+impl OutputTally {
+    /// Room for about `rows` output rows, so the index does not grow (and rehash) on the way.
+    pub fn reserve(&mut self, rows: usize) {
+        self.index.reserve(rows);
+    }
+
+    fn job(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        let id = match self.declared.get(name) {
+            Some(&m) => m as u32,
+            None => {
+                self.undeclared.push(name.to_owned());
+                self.counts.push(0);
+                self.n_declared + self.undeclared.len() as u32 - 1
+            }
+        };
+        self.by_name.insert(name.to_owned(), id);
+        id
+    }
+
+    /// One output row.
+    pub fn output(&mut self, o: Output) {
+        self.input.rows_read += 1;
+        self.input.outputs += 1;
+        if !(o.scheduled_at >= self.from && o.scheduled_at < self.to) {
+            self.input.rows_outside_window += 1;
+            return;
+        }
+        let job = self.job(&o.job);
+        self.counts[job as usize] += 1;
+        let h = out_hash(job, &o.output_key);
+        let first_run = match self.index.entry(h) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((1, hash_bytes(0, o.run_id.as_bytes())));
+                return;
+            }
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let v = e.get_mut();
+                v.0 = v.0.saturating_add(1);
+                v.1
+            }
+        };
+        let d = self.dups.entry(h).or_insert_with(|| DupOutput {
+            key: o.output_key.clone(),
+            job,
+            count: 1,
+            run_ids: Vec::new(),
+            first_run,
+        });
+        d.count += 1;
+        if d.run_ids.len() < 20 && !d.run_ids.contains(&o.run_id) {
+            d.run_ids.push(o.run_id);
+        }
+    }
+
+    /// An output row that could not be read.
+    pub fn row_error(&mut self, e: RowError) {
+        self.input.rows_read += 1;
+        self.input.rows_rejected += 1;
+        if self.row_errors.len() < MAX_ROW_ERRORS {
+            self.row_errors.push(e);
+        }
+    }
 }
 
 /// The streaming audit. Feed rows in any order; call [`Auditor::finish`] once.
@@ -184,8 +281,9 @@ pub struct Auditor {
     execs: Vec<Vec<Exec>>,
     exec_count: u32,
     arena: Arena,
-    out_index: HashMap<u64, (u32, u32), Fast>,
-    dup_outputs: HashMap<u64, DupOutput, Fast>,
+    outputs: OutputTally,
+    /// After finish merged the outputs: global job id -> the tally's local id.
+    out_local: HashMap<u32, u32, Fast>,
     /// First digest recorded at `start` per slot (only with `--snapshots`).
     digests: HashMap<u32, String, Fast>,
     input: InputCounts,
@@ -207,20 +305,33 @@ impl Auditor {
         let services: std::collections::HashSet<&str> =
             jobs.iter().map(|j| j.service.as_str()).collect();
         let qualify = services.len() > 1;
+        let (from, to) = (opts.from, opts.to);
         let mut a = Auditor {
             to_ms: ms(opts.to),
             opts,
             by_name: HashMap::default(),
             states: Vec::new(),
-            declared,
+            declared: declared.clone(),
             slot_index: HashMap::default(),
             slots: Vec::new(),
             run_index: HashMap::default(),
             execs: Vec::new(),
             exec_count: 0,
             arena: Arena::default(),
-            out_index: HashMap::default(),
-            dup_outputs: HashMap::default(),
+            outputs: OutputTally {
+                from,
+                to,
+                declared: declared.clone(),
+                n_declared: jobs.len() as u32,
+                by_name: HashMap::default(),
+                undeclared: Vec::new(),
+                counts: vec![0; jobs.len()],
+                index: HashMap::default(),
+                dups: HashMap::default(),
+                input: InputCounts::default(),
+                row_errors: Vec::new(),
+            },
+            out_local: HashMap::default(),
             digests: HashMap::default(),
             input: InputCounts::default(),
             row_errors: Vec::new(),
@@ -396,38 +507,75 @@ impl Auditor {
         }
     }
 
-    /// One output row.
+    /// One output row (see [`OutputTally`] to fold outputs on another thread).
     pub fn output(&mut self, o: Output) {
-        self.input.rows_read += 1;
-        self.input.outputs += 1;
-        if !self.in_window(o.scheduled_at) {
-            self.input.rows_outside_window += 1;
-            return;
+        self.outputs.output(o);
+    }
+
+    /// An empty [`OutputTally`] for this audit's jobs and window.
+    pub fn output_tally(&self) -> OutputTally {
+        OutputTally {
+            from: self.opts.from,
+            to: self.opts.to,
+            declared: self.declared.clone(),
+            n_declared: self.jobs.len() as u32,
+            by_name: HashMap::default(),
+            undeclared: Vec::new(),
+            counts: vec![0; self.jobs.len()],
+            index: HashMap::default(),
+            dups: HashMap::default(),
+            input: InputCounts::default(),
+            row_errors: Vec::new(),
         }
-        let job = self.job_id(&o.job);
-        self.states[job as usize].outputs += 1;
-        let h = hash_bytes(u64::from(job).wrapping_add(0x5151), o.output_key.as_bytes());
-        let entry = self.out_index.entry(h).or_insert((0, NONE));
-        entry.0 = entry.0.saturating_add(1);
-        if entry.0 == 1 {
-            let rh = hash_bytes(0, o.run_id.as_bytes());
-            let first = self.run_index.get(&rh).copied().unwrap_or(NONE);
-            if let Some(e) = self.out_index.get_mut(&h) {
-                e.1 = first;
+    }
+
+    /// Takes the outputs folded in `t` (from [`Auditor::output_tally`]); they replace any
+    /// fed through [`Auditor::output`], so use one way or the other.
+    pub fn merge_outputs(&mut self, t: OutputTally) {
+        self.outputs = t;
+    }
+
+    /// Room for about `rows` event rows (slots and executions), so the indexes do not grow
+    /// (and rehash) on the way.
+    pub fn reserve(&mut self, rows: usize) {
+        let n = rows / 2;
+        self.slot_index.reserve(n);
+        self.slots.reserve(n);
+        self.run_index.reserve(n);
+    }
+
+    /// Resolves the outputs' jobs to this auditor's: counts, row counts and row errors
+    /// (event errors first, as when outputs are read after events).
+    fn resolve_outputs(&mut self) {
+        let n_local = self.outputs.counts.len();
+        let mut local_to_global = Vec::with_capacity(n_local);
+        for l in 0..n_local {
+            let g = if l < self.outputs.n_declared as usize {
+                l as u32
+            } else {
+                let name = self.outputs.undeclared[l - self.outputs.n_declared as usize].clone();
+                if self.outputs.counts[l] == 0 {
+                    local_to_global.push(NONE);
+                    continue;
+                }
+                self.job_id(&name)
+            };
+            local_to_global.push(g);
+            self.states[g as usize].outputs += self.outputs.counts[l];
+            self.out_local.insert(g, l as u32);
+        }
+        for d in self.outputs.dups.values_mut() {
+            d.job = local_to_global[d.job as usize];
+        }
+        let t = &mut self.outputs.input;
+        self.input.rows_read += t.rows_read;
+        self.input.rows_rejected += t.rows_rejected;
+        self.input.outputs += t.outputs;
+        self.input.rows_outside_window += t.rows_outside_window;
+        for e in self.outputs.row_errors.drain(..) {
+            if self.row_errors.len() < MAX_ROW_ERRORS {
+                self.row_errors.push(e);
             }
-            return;
-        }
-        let first_exec = entry.1;
-        let d = self.dup_outputs.entry(h).or_insert_with(|| DupOutput {
-            key: o.output_key.clone(),
-            job,
-            count: 1,
-            run_ids: Vec::new(),
-            first_exec,
-        });
-        d.count += 1;
-        if d.run_ids.len() < 20 && !d.run_ids.contains(&o.run_id) {
-            d.run_ids.push(o.run_id);
         }
     }
 
@@ -442,8 +590,9 @@ impl Auditor {
 
     /// Whether the output key of `job` was applied (for AU202).
     fn output_seen(&self, job: u32, key: &str) -> bool {
-        let h = hash_bytes(u64::from(job).wrapping_add(0x5151), key.as_bytes());
-        self.out_index.contains_key(&h)
+        self.out_local
+            .get(&job)
+            .is_some_and(|&l| self.outputs.index.contains_key(&out_hash(l, key)))
     }
 
     fn run_name(&self, x: u32) -> String {
@@ -452,6 +601,7 @@ impl Auditor {
 
     /// Runs the checks and computes the metrics.
     pub fn finish(mut self) -> AuditResult {
+        self.resolve_outputs();
         self.input.rows_accepted = self.input.rows_read - self.input.rows_rejected;
         let mut findings = Vec::new();
         let mut skipped = Vec::new();
@@ -948,7 +1098,8 @@ impl Auditor {
 
             // AU201: outputs of this job applied more than once.
             let mut dups: Vec<&DupOutput> = self
-                .dup_outputs
+                .outputs
+                .dups
                 .values()
                 .filter(|d| d.job == jid as u32)
                 .collect();
@@ -956,8 +1107,8 @@ impl Auditor {
             for d in dups {
                 m.duplicate_outputs += 1;
                 let mut runs = Vec::new();
-                if d.first_exec != NONE {
-                    runs.push(self.run_name(d.first_exec));
+                if let Some(&first) = self.run_index.get(&d.first_run) {
+                    runs.push(self.run_name(first));
                 }
                 for r in &d.run_ids {
                     if !runs.contains(r) {

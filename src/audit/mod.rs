@@ -18,7 +18,7 @@ pub mod hist;
 pub mod run;
 pub mod snapshot;
 
-pub use engine::Auditor;
+pub use engine::{Auditor, OutputTally};
 
 use crate::finding::Severity;
 use crate::manifest::load::Loaded;

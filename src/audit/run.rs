@@ -92,45 +92,83 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
         );
         pb
     });
-    let tick = |n: &mut u64, bar: &Option<indicatif::ProgressBar>| {
-        *n += 1;
-        if *n & 0xFFFF == 0
-            && let Some(b) = bar
-        {
-            b.set_position(*n);
-        }
-    };
-    let mut n = 0u64;
+    if let Some(n) = estimate_rows(&ledger) {
+        auditor.reserve(n);
+    }
+    let mut tally = auditor.output_tally();
+    if let Some(n) = outputs.as_ref().and_then(estimate_rows) {
+        tally.reserve(n);
+    }
     if let Some(b) = &bar {
         b.set_message(format!("reading events from {}", ledger.display()));
     }
-    {
-        let cell = std::cell::RefCell::new(&mut auditor);
-        read::read_events(
-            &ledger,
-            &ropts,
-            &mut |e| {
-                cell.borrow_mut().event(e);
-                tick(&mut n, &bar);
-            },
-            &mut |err| cell.borrow_mut().row_error(err),
-        )
-        .map_err(|e| CannotRun(format!("cannot read {}: {}", ledger.display(), e.0)))?;
-        if let Some(src) = &outputs {
-            if let Some(b) = &bar {
-                b.set_message(format!("reading outputs from {}", src.display()));
+    // Three threads: the events reader parses rows into batches, this thread folds them
+    // into the auditor, and the outputs (which need nothing from the events) are read and
+    // folded into their own tally, merged at finish.
+    let (ev_res, out_res) = std::thread::scope(|s| {
+        let out_thread = outputs.as_ref().map(|src| {
+            let ropts = &ropts;
+            s.spawn(move || {
+                let cell = std::cell::RefCell::new(tally);
+                read::read_outputs(src, ropts, &mut |x| cell.borrow_mut().output(x), &mut |e| {
+                    cell.borrow_mut().row_error(e)
+                })
+                .map(|_| cell.into_inner())
+                .map_err(|e| CannotRun(format!("cannot read {}: {}", src.display(), e.0)))
+            })
+        });
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Row>>(8);
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<Row>>();
+        let ledger = &ledger;
+        let ropts = &ropts;
+        let ev_thread = s.spawn(move || {
+            let batch = std::cell::RefCell::new(Vec::with_capacity(BATCH));
+            let push = |row: Row| {
+                let mut b = batch.borrow_mut();
+                b.push(row);
+                if b.len() == BATCH {
+                    let fresh = back_rx
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                    let full = std::mem::replace(&mut *b, fresh);
+                    // A closed channel means the fold stopped: the rest is not needed.
+                    let _ = tx.send(full);
+                }
+            };
+            let r = read::read_events(ledger, ropts, &mut |e| push(Row::Event(e)), &mut |e| {
+                push(Row::Error(e))
+            });
+            let rest = batch.into_inner();
+            if !rest.is_empty() {
+                let _ = tx.send(rest);
             }
-            read::read_outputs(
-                src,
-                &ropts,
-                &mut |x| {
-                    cell.borrow_mut().output(x);
-                    tick(&mut n, &bar);
-                },
-                &mut |err| cell.borrow_mut().row_error(err),
-            )
-            .map_err(|e| CannotRun(format!("cannot read {}: {}", src.display(), e.0)))?;
+            r.map_err(|e| CannotRun(format!("cannot read {}: {}", ledger.display(), e.0)))
+        });
+        let mut n = 0u64;
+        for mut b in rx {
+            for row in b.drain(..) {
+                match row {
+                    Row::Event(e) => auditor.event(e),
+                    Row::Error(e) => auditor.row_error(e),
+                }
+                n += 1;
+                if n & 0xFFFF == 0
+                    && let Some(b) = &bar
+                {
+                    b.set_position(n);
+                }
+            }
+            let _ = back_tx.send(b);
         }
+        let ev = ev_thread
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let out = out_thread.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (ev, out)
+    });
+    ev_res?;
+    if let Some(t) = out_res {
+        auditor.merge_outputs(t?);
     }
     if let Some(b) = &bar {
         b.set_message("checking");
@@ -140,4 +178,42 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
         b.finish_and_clear();
     }
     Ok(result)
+}
+
+/// Rows per batch handed from the events reader to the fold.
+const BATCH: usize = 8192;
+
+enum Row {
+    Event(crate::ledger::Event),
+    Error(crate::ledger::RowError),
+}
+
+/// About how many rows a file source holds: its size over the mean length of its first
+/// lines (`None` for databases or when it cannot tell). Used to size the indexes up front.
+fn estimate_rows(src: &Source) -> Option<usize> {
+    use std::io::Read;
+    let path = match src {
+        Source::Csv(p) | Source::Jsonl(p) => p,
+        _ => return None,
+    };
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut head = vec![0u8; 256 * 1024];
+    let mut got = 0;
+    while got < head.len() {
+        match f.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(_) => return None,
+        }
+    }
+    let head = &head[..got];
+    let first = head.iter().position(|&b| b == b'\n')? + 1;
+    let last = head.iter().rposition(|&b| b == b'\n')? + 1;
+    let lines = head[first..last].iter().filter(|&&b| b == b'\n').count();
+    if lines < 16 {
+        return None;
+    }
+    let mean = (last - first) as f64 / lines as f64;
+    Some(((len as f64 / mean) as usize).min(1 << 28))
 }
