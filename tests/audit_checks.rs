@@ -27,7 +27,9 @@ fn ts(s: &str) -> Timestamp {
 
 fn jobs(yaml: &str) -> Vec<audit::AuditJob> {
     let (_, loaded) = batchguard::manifest::load::load(yaml.as_bytes());
-    let service = audit::service_name(&loaded, std::path::Path::new("x.batchguard.yaml"));
+    let service = loaded
+        .manifest
+        .service_name(std::path::Path::new("x.batchguard.yaml"));
     audit::jobs_from_manifest(&loaded, &service)
 }
 

@@ -149,23 +149,6 @@ pub fn jobs_from_manifest(loaded: &Loaded, service: &str) -> Vec<AuditJob> {
     out
 }
 
-/// The service a manifest declares, else its file name without `.batchguard.yaml`.
-pub fn service_name(loaded: &Loaded, path: &std::path::Path) -> String {
-    if let Some(s) = loaded.manifest.service.value() {
-        return s.clone();
-    }
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("service");
-    for suffix in [".batchguard.yaml", ".batchguard.yml", ".yaml", ".yml"] {
-        if let Some(stem) = name.strip_suffix(suffix) {
-            return stem.to_owned();
-        }
-    }
-    name.to_owned()
-}
-
 /// What the audit is asked.
 #[derive(Clone, Debug)]
 pub struct AuditOptions {

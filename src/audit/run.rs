@@ -2,7 +2,7 @@
 //! ledger through the [`Auditor`], with a progress bar on a terminal. `main` only maps the
 //! result to an exit code.
 
-use super::{AuditOptions, AuditResult, Auditor, jobs_from_manifest, service_name};
+use super::{AuditOptions, AuditResult, Auditor, jobs_from_manifest};
 use crate::ledger::read::{self, ReadOptions, Source};
 use jiff::Timestamp;
 use std::path::PathBuf;
@@ -54,7 +54,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
                 path.display()
             )));
         }
-        let service = service_name(&loaded, path);
+        let service = loaded.manifest.service_name(path);
         jobs.extend(jobs_from_manifest(&loaded, &service));
     }
     let ledger = Source::parse(&o.ledger).map_err(|e| CannotRun(e.0))?;

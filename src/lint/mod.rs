@@ -356,7 +356,7 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
     let text = text.unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
     let mut file = SourceFile::new(path.to_path_buf(), display_path(path), text);
     let mut findings = Vec::new();
-    let service = service_name(&loaded.manifest, path);
+    let service = loaded.manifest.service_name(path);
     for d in &loaded.diags {
         let Some(meta) = registry::find(d.code) else {
             continue;
@@ -421,22 +421,6 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
         facts,
         regs: Vec::new(),
     }
-}
-
-fn service_name(manifest: &Manifest, path: &Path) -> String {
-    if let Some(s) = manifest.service.value() {
-        return s.clone();
-    }
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("service");
-    for suffix in [".batchguard.yaml", ".batchguard.yml", ".yaml", ".yml"] {
-        if let Some(stem) = name.strip_suffix(suffix) {
-            return stem.to_owned();
-        }
-    }
-    name.to_owned()
 }
 
 /// Job spans in file order: (start, end of the job's item, name, line of its first key).

@@ -494,6 +494,26 @@ impl Lock {
     }
 }
 
+impl Manifest {
+    /// The service the manifest declares, else its file name without `.batchguard.yaml`
+    /// (or `.yml`, `.yaml`): one rule for lint, audit and slots.
+    pub fn service_name(&self, path: &std::path::Path) -> String {
+        if let Some(s) = self.service.value() {
+            return s.clone();
+        }
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("service");
+        for suffix in [".batchguard.yaml", ".batchguard.yml", ".yaml", ".yml"] {
+            if let Some(stem) = name.strip_suffix(suffix) {
+                return stem.to_owned();
+            }
+        }
+        name.to_owned()
+    }
+}
+
 impl Job {
     /// The lock, when there is one and it is not a recorded `disabled: true` decision:
     /// the lock whose TTL and key the BG2xx rules check.
