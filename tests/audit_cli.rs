@@ -26,7 +26,7 @@ fn pretty_groups_findings_by_job_and_exits_1() {
     audit()
         .assert()
         .code(1)
-        .stdout(predicate::str::contains("settle-payments (6 finding(s))"))
+        .stdout(predicate::str::contains("settle-payments (6 findings)"))
         .stdout(predicate::str::contains("AU101 missed-run"))
         .stdout(predicate::str::contains("1 rejected"));
 }

@@ -19,7 +19,11 @@ pub fn render(r: &AuditResult) -> String {
             "**Clean**: every due slot ran exactly once and every output was applied once."
                 .to_owned()
         } else {
-            format!("**{e} error(s), {w} warning(s).**")
+            format!(
+                "**{}, {}.**",
+                super::plural(e, "error"),
+                super::plural(w, "warning")
+            )
         }
     );
     out.push_str(&format!(

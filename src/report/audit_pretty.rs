@@ -130,7 +130,7 @@ pub fn render(r: &AuditResult, color: bool) -> String {
     for (job, fs) in by_job(r) {
         out.push('\n');
         out.push_str(&paint("1", job));
-        out.push_str(&format!(" ({} finding(s))\n", fs.len()));
+        out.push_str(&format!(" ({})\n", super::plural(fs.len(), "finding")));
         for f in fs {
             let sev = match f.severity {
                 Severity::Error => paint("31", "error"),
@@ -162,13 +162,15 @@ pub fn render(r: &AuditResult, color: bool) -> String {
     }
     let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
     out.push_str(&format!(
-        "\n{}: {e} error(s), {w} warning(s) in {} job(s)\n",
+        "\n{}: {}, {} in {}\n",
         if e + w == 0 {
             paint("32", "clean")
         } else {
             paint("1", "found")
         },
-        r.jobs.len()
+        super::plural(e, "error"),
+        super::plural(w, "warning"),
+        super::plural(r.jobs.len(), "job")
     ));
     out
 }

@@ -51,3 +51,12 @@ pub fn position_of(
         },
     }
 }
+
+/// `1 error`, `2 errors`: counts in reports read as sentences.
+pub fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}

@@ -1,5 +1,6 @@
 //! `--format pretty`: miette's graphical report, the value underlined, help and code shown.
 
+use super::plural;
 use crate::finding::{Finding, Severity};
 use crate::lint::LintRun;
 use miette::{
@@ -108,13 +109,6 @@ pub fn render(run: &LintRun, color: bool) -> String {
 }
 
 pub fn summary(run: &LintRun) -> String {
-    let plural = |n: usize, one: &str| {
-        if n == 1 {
-            format!("1 {one}")
-        } else {
-            format!("{n} {one}s")
-        }
-    };
     let mut s = format!(
         "{}, {}: {}, {}",
         plural(run.files.len(), "file"),
