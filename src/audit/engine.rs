@@ -17,7 +17,7 @@ use super::{
     AuditJob, AuditOptions, AuditResult, InputCounts, JobReport, MAX_ROW_ERRORS, Metrics, Skipped,
     checks,
 };
-use crate::ledger::{Event, EventKind, Output, RowError, Status, Trigger};
+use crate::ledger::{Event, EventKind, EventRef, Output, OutputRef, RowError, Status, Trigger};
 use jiff::Timestamp;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -197,6 +197,7 @@ pub struct OutputTally {
     dups: HashMap<u64, DupOutput, Fast>,
     input: InputCounts,
     row_errors: Vec<RowError>,
+    last_job: (String, u32),
 }
 
 impl OutputTally {
@@ -206,6 +207,17 @@ impl OutputTally {
     }
 
     fn job(&mut self, name: &str) -> u32 {
+        if self.last_job.1 != NONE && self.last_job.0 == name {
+            return self.last_job.1;
+        }
+        let id = self.job_uncached(name);
+        self.last_job.0.clear();
+        self.last_job.0.push_str(name);
+        self.last_job.1 = id;
+        id
+    }
+
+    fn job_uncached(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.by_name.get(name) {
             return id;
         }
@@ -223,15 +235,20 @@ impl OutputTally {
 
     /// One output row.
     pub fn output(&mut self, o: Output) {
+        self.output_ref(&o.as_ref());
+    }
+
+    /// One output row, borrowed.
+    pub fn output_ref(&mut self, o: &OutputRef<'_>) {
         self.input.rows_read += 1;
         self.input.outputs += 1;
         if !(o.scheduled_at >= self.from && o.scheduled_at < self.to) {
             self.input.rows_outside_window += 1;
             return;
         }
-        let job = self.job(&o.job);
+        let job = self.job(o.job);
         self.counts[job as usize] += 1;
-        let h = out_hash(job, &o.output_key);
+        let h = out_hash(job, o.output_key);
         let first_run = match self.index.entry(h) {
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert((1, hash_bytes(0, o.run_id.as_bytes())));
@@ -244,15 +261,15 @@ impl OutputTally {
             }
         };
         let d = self.dups.entry(h).or_insert_with(|| DupOutput {
-            key: o.output_key.clone(),
+            key: o.output_key.to_owned(),
             job,
             count: 1,
             run_ids: Vec::new(),
             first_run,
         });
         d.count += 1;
-        if d.run_ids.len() < 20 && !d.run_ids.contains(&o.run_id) {
-            d.run_ids.push(o.run_id);
+        if d.run_ids.len() < 20 && !d.run_ids.iter().any(|r| r == o.run_id) {
+            d.run_ids.push(o.run_id.to_owned());
         }
     }
 
@@ -281,6 +298,11 @@ pub struct Auditor {
     execs: Vec<Vec<Exec>>,
     exec_count: u32,
     arena: Arena,
+    /// The last job, slot and run looked up: rows of one run tend to follow each other, and
+    /// these save the hash lookups then.
+    last_job: (String, u32),
+    last_slot: (u32, i64, u32),
+    last_run: (String, u32),
     outputs: OutputTally,
     /// After finish merged the outputs: global job id -> the tally's local id.
     out_local: HashMap<u32, u32, Fast>,
@@ -330,8 +352,12 @@ impl Auditor {
                 dups: HashMap::default(),
                 input: InputCounts::default(),
                 row_errors: Vec::new(),
+                last_job: (String::new(), NONE),
             },
             out_local: HashMap::default(),
+            last_job: (String::new(), NONE),
+            last_slot: (NONE, NO_TIME, NONE),
+            last_run: (String::new(), NONE),
             digests: HashMap::default(),
             input: InputCounts::default(),
             row_errors: Vec::new(),
@@ -359,6 +385,17 @@ impl Auditor {
     }
 
     fn job_id(&mut self, name: &str) -> u32 {
+        if self.last_job.1 != NONE && self.last_job.0 == name {
+            return self.last_job.1;
+        }
+        let id = self.job_id_uncached(name);
+        self.last_job.0.clear();
+        self.last_job.0.push_str(name);
+        self.last_job.1 = id;
+        id
+    }
+
+    fn job_id_uncached(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.by_name.get(name) {
             return id;
         }
@@ -385,6 +422,16 @@ impl Auditor {
     }
 
     fn slot_id(&mut self, job: u32, at: Timestamp) -> u32 {
+        let (lj, la, ls) = self.last_slot;
+        if lj == job && la == ms(at) {
+            return ls;
+        }
+        let id = self.slot_id_uncached(job, at);
+        self.last_slot = (job, ms(at), id);
+        id
+    }
+
+    fn slot_id_uncached(&mut self, job: u32, at: Timestamp) -> u32 {
         let key = (job, ms(at));
         let next = self.slots.len() as u32;
         let id = *self.slot_index.entry(key).or_insert(next);
@@ -409,6 +456,17 @@ impl Auditor {
     }
 
     fn exec_id(&mut self, run_id: &str, slot: u32) -> u32 {
+        if self.last_run.1 != NONE && self.last_run.0 == run_id {
+            return self.last_run.1;
+        }
+        let id = self.exec_id_uncached(run_id, slot);
+        self.last_run.0.clear();
+        self.last_run.0.push_str(run_id);
+        self.last_run.1 = id;
+        id
+    }
+
+    fn exec_id_uncached(&mut self, run_id: &str, slot: u32) -> u32 {
         let h = hash_bytes(0, run_id.as_bytes());
         if let Some(&i) = self.run_index.get(&h) {
             return i;
@@ -439,13 +497,18 @@ impl Auditor {
 
     /// One event row.
     pub fn event(&mut self, e: Event) {
+        self.event_ref(&e.as_ref());
+    }
+
+    /// One event row, borrowed.
+    pub fn event_ref(&mut self, e: &EventRef<'_>) {
         self.input.rows_read += 1;
         self.input.events += 1;
         if !self.in_window(e.scheduled_at) {
             self.input.rows_outside_window += 1;
             return;
         }
-        let job = self.job_id(&e.job);
+        let job = self.job_id(e.job);
         self.states[job as usize].rows += 1;
         let slot = self.slot_id(job, e.scheduled_at);
         match e.event {
@@ -457,11 +520,11 @@ impl Auditor {
             EventKind::Manual => self.slots[slot as usize].flags |= S_MANUAL,
             EventKind::Start => {
                 self.states[job as usize].start_events += 1;
-                let x = self.exec_id(&e.run_id, slot);
+                let x = self.exec_id(e.run_id, slot);
                 if self.opts.snapshots.is_some()
                     && let Some(d) = e.snapshot_digest
                 {
-                    self.digests.entry(slot).or_insert(d);
+                    self.digests.entry(slot).or_insert_with(|| d.to_owned());
                 }
                 if e.trigger == Trigger::Manual {
                     self.slots[slot as usize].flags |= S_MANUAL;
@@ -479,13 +542,13 @@ impl Auditor {
             }
             EventKind::End => {
                 let fatal = e.status == Some(Status::Failure)
-                    && e.error_code.as_deref().is_some_and(|c| {
+                    && e.error_code.is_some_and(|c| {
                         self.states[job as usize]
                             .manifest
                             .and_then(|m| self.jobs.get(m))
                             .is_some_and(|j| j.fatal.iter().any(|f| f == c))
                     });
-                let x = self.exec_id(&e.run_id, slot);
+                let x = self.exec_id(e.run_id, slot);
                 let ex = self.exec_mut(x);
                 let at = ms(e.at);
                 if ex.end == NO_TIME || at > ex.end {
@@ -526,6 +589,7 @@ impl Auditor {
             dups: HashMap::default(),
             input: InputCounts::default(),
             row_errors: Vec::new(),
+            last_job: (String::new(), NONE),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::{AuditOptions, AuditResult, Auditor, jobs_from_manifest};
 use crate::ledger::read::{self, ReadOptions, Source};
+use crate::ledger::{EventKind, EventRef, RowError, Status, Trigger};
 use jiff::Timestamp;
 use std::path::PathBuf;
 
@@ -117,47 +118,49 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
                 .map_err(|e| CannotRun(format!("cannot read {}: {}", src.display(), e.0)))
             })
         });
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Row>>(8);
-        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<Row>>();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<EventBatch>(8);
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<EventBatch>();
         let ledger = &ledger;
         let ropts = &ropts;
         let ev_thread = s.spawn(move || {
-            let batch = std::cell::RefCell::new(Vec::with_capacity(BATCH));
-            let push = |row: Row| {
-                let mut b = batch.borrow_mut();
-                b.push(row);
-                if b.len() == BATCH {
-                    let fresh = back_rx
-                        .try_recv()
-                        .unwrap_or_else(|_| Vec::with_capacity(BATCH));
-                    let full = std::mem::replace(&mut *b, fresh);
-                    // A closed channel means the fold stopped: the rest is not needed.
-                    let _ = tx.send(full);
-                }
-            };
-            let r = read::read_events(ledger, ropts, &mut |e| push(Row::Event(e)), &mut |e| {
-                push(Row::Error(e))
-            });
+            let batch = std::cell::RefCell::new(EventBatch::default());
+            let r = read::read_event_refs(
+                ledger,
+                ropts,
+                &mut |e| {
+                    let mut b = batch.borrow_mut();
+                    b.push(e);
+                    if b.rows.len() == BATCH {
+                        let fresh = back_rx.try_recv().unwrap_or_default();
+                        let full = std::mem::replace(&mut *b, fresh);
+                        // A closed channel means the fold stopped: the rest is not needed.
+                        let _ = tx.send(full);
+                    }
+                },
+                &mut |e| batch.borrow_mut().errors.push(e),
+            );
             let rest = batch.into_inner();
-            if !rest.is_empty() {
+            if !rest.rows.is_empty() || !rest.errors.is_empty() {
                 let _ = tx.send(rest);
             }
             r.map_err(|e| CannotRun(format!("cannot read {}: {}", ledger.display(), e.0)))
         });
         let mut n = 0u64;
         for mut b in rx {
-            for row in b.drain(..) {
-                match row {
-                    Row::Event(e) => auditor.event(e),
-                    Row::Error(e) => auditor.row_error(e),
-                }
-                n += 1;
-                if n & 0xFFFF == 0
-                    && let Some(b) = &bar
-                {
-                    b.set_position(n);
-                }
+            for i in 0..b.rows.len() {
+                auditor.event_ref(&b.get(i));
             }
+            for e in b.errors.drain(..) {
+                auditor.row_error(e);
+            }
+            let before = n;
+            n += b.rows.len() as u64;
+            if before >> 16 != n >> 16
+                && let Some(bar) = &bar
+            {
+                bar.set_position(n);
+            }
+            b.clear();
             let _ = back_tx.send(b);
         }
         let ev = ev_thread
@@ -183,9 +186,87 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
 /// Rows per batch handed from the events reader to the fold.
 const BATCH: usize = 8192;
 
-enum Row {
-    Event(crate::ledger::Event),
-    Error(crate::ledger::RowError),
+/// Event rows copied out of the reader's buffer, their strings in one text buffer; batches
+/// go back to the reader to be reused, so the pipeline allocates nothing per row.
+#[derive(Default)]
+struct EventBatch {
+    text: String,
+    rows: Vec<PackedEvent>,
+    errors: Vec<RowError>,
+}
+
+/// `(start, len)` in [`EventBatch::text`]; `len == u32::MAX` is `None`.
+type Span = (u32, u32);
+
+struct PackedEvent {
+    run_id: Span,
+    job: Span,
+    instance: Span,
+    error_code: Span,
+    snapshot_digest: Span,
+    scheduled_at: Timestamp,
+    at: Timestamp,
+    event: EventKind,
+    attempt: Option<u32>,
+    status: Option<Status>,
+    trigger: Trigger,
+}
+
+impl EventBatch {
+    fn span(&mut self, s: Option<&str>) -> Span {
+        match s {
+            None => (0, u32::MAX),
+            Some(s) => {
+                let start = self.text.len() as u32;
+                self.text.push_str(s);
+                (start, s.len() as u32)
+            }
+        }
+    }
+
+    fn str(&self, (start, len): Span) -> Option<&str> {
+        (len != u32::MAX).then(|| &self.text[start as usize..(start + len) as usize])
+    }
+
+    fn push(&mut self, e: &EventRef<'_>) {
+        let p = PackedEvent {
+            run_id: self.span(Some(e.run_id)),
+            job: self.span(Some(e.job)),
+            instance: self.span(e.instance),
+            error_code: self.span(e.error_code),
+            snapshot_digest: self.span(e.snapshot_digest),
+            scheduled_at: e.scheduled_at,
+            at: e.at,
+            event: e.event,
+            attempt: e.attempt,
+            status: e.status,
+            trigger: e.trigger,
+        };
+        self.rows.push(p);
+    }
+
+    fn get(&self, i: usize) -> EventRef<'_> {
+        let p = &self.rows[i];
+        EventRef {
+            run_id: self.str(p.run_id).unwrap_or(""),
+            job: self.str(p.job).unwrap_or(""),
+            scheduled_at: p.scheduled_at,
+            event: p.event,
+            at: p.at,
+            instance: self.str(p.instance),
+            attempt: p.attempt,
+            status: p.status,
+            error_code: self.str(p.error_code),
+            snapshot_digest: self.str(p.snapshot_digest),
+            trigger: p.trigger,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.rows.clear();
+        self.errors.clear();
+    }
 }
 
 /// About how many rows a file source holds: its size over the mean length of its first

@@ -16,6 +16,25 @@ pub(crate) fn read<R: LedgerRow>(
     on_row: &mut dyn FnMut(R),
     on_error: &mut dyn FnMut(RowError),
 ) -> Result<u64, SourceError> {
+    read_fields::<R>(
+        path,
+        &mut |fields, name, line| {
+            on_row(R::from_fields(fields, opts, name, line)?);
+            Ok(())
+        },
+        on_error,
+    )
+}
+
+/// The rows of a CSV file of `R`'s columns as text fields (`fields[i]` is the value of
+/// `R::COLUMNS[i]`, `None` when absent or empty) with the source name and line; a row the
+/// closure refuses goes to `on_error`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn read_fields<R: LedgerRow>(
+    path: &Path,
+    on_fields: &mut dyn FnMut(&[Option<&str>], &str, u64) -> Result<(), RowError>,
+    on_error: &mut dyn FnMut(RowError),
+) -> Result<u64, SourceError> {
     let name = path.display().to_string();
     let io_err =
         |e: &dyn std::fmt::Display| SourceError(format!("cannot read ledger file {name}: {e}"));
@@ -104,9 +123,8 @@ pub(crate) fn read<R: LedgerRow>(
             on_error(e);
             continue;
         }
-        match R::from_fields(&fields[..ncols], opts, &name, line) {
-            Ok(r) => on_row(r),
-            Err(e) => on_error(e),
+        if let Err(e) = on_fields(&fields[..ncols], &name, line) {
+            on_error(e);
         }
     }
     Ok(rows)

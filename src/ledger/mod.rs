@@ -121,6 +121,93 @@ pub struct Output {
     pub at: Timestamp,
 }
 
+/// An [`Event`] borrowing its strings (from a reader's buffer): what
+/// [`read::read_event_refs`] hands out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EventRef<'a> {
+    pub run_id: &'a str,
+    pub job: &'a str,
+    pub scheduled_at: Timestamp,
+    pub event: EventKind,
+    pub at: Timestamp,
+    pub instance: Option<&'a str>,
+    pub attempt: Option<u32>,
+    pub status: Option<Status>,
+    pub error_code: Option<&'a str>,
+    pub snapshot_digest: Option<&'a str>,
+    pub trigger: Trigger,
+}
+
+impl EventRef<'_> {
+    pub fn to_owned(&self) -> Event {
+        Event {
+            run_id: self.run_id.to_owned(),
+            job: self.job.to_owned(),
+            scheduled_at: self.scheduled_at,
+            event: self.event,
+            at: self.at,
+            instance: self.instance.map(str::to_owned),
+            attempt: self.attempt,
+            status: self.status,
+            error_code: self.error_code.map(str::to_owned),
+            snapshot_digest: self.snapshot_digest.map(str::to_owned),
+            trigger: self.trigger,
+        }
+    }
+}
+
+impl Event {
+    pub fn as_ref(&self) -> EventRef<'_> {
+        EventRef {
+            run_id: &self.run_id,
+            job: &self.job,
+            scheduled_at: self.scheduled_at,
+            event: self.event,
+            at: self.at,
+            instance: self.instance.as_deref(),
+            attempt: self.attempt,
+            status: self.status,
+            error_code: self.error_code.as_deref(),
+            snapshot_digest: self.snapshot_digest.as_deref(),
+            trigger: self.trigger,
+        }
+    }
+}
+
+/// An [`Output`] borrowing its strings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OutputRef<'a> {
+    pub job: &'a str,
+    pub scheduled_at: Timestamp,
+    pub run_id: &'a str,
+    pub output_key: &'a str,
+    pub at: Timestamp,
+}
+
+impl OutputRef<'_> {
+    pub fn to_owned(&self) -> Output {
+        Output {
+            job: self.job.to_owned(),
+            scheduled_at: self.scheduled_at,
+            run_id: self.run_id.to_owned(),
+            output_key: self.output_key.to_owned(),
+            at: self.at,
+        }
+    }
+}
+
+impl Output {
+    pub fn as_ref(&self) -> OutputRef<'_> {
+        OutputRef {
+            job: &self.job,
+            scheduled_at: self.scheduled_at,
+            run_id: &self.run_id,
+            output_key: &self.output_key,
+            at: self.at,
+        }
+    }
+}
+
 /// Where a row came from, for messages: `ledger.csv:1042` or `postgres batchguard_events row 17`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RowLocation {
@@ -167,4 +254,4 @@ pub mod read;
 pub mod sql;
 pub mod time;
 
-pub use read::{ReadOptions, Source, read_events, read_outputs};
+pub use read::{ReadOptions, Source, read_event_refs, read_events, read_output_refs, read_outputs};

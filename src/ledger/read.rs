@@ -6,7 +6,10 @@
 //! fields, and [`LedgerRow::from_fields`] validates them in one place: a value means the
 //! same thing in a CSV file, a JSON line, a SQLite or a PostgreSQL row.
 
-use super::{Event, EventKind, Output, RowError, RowLocation, SourceError, Status, Trigger};
+use super::{
+    Event, EventKind, EventRef, Output, OutputRef, RowError, RowLocation, SourceError, Status,
+    Trigger,
+};
 use jiff::tz::TimeZone;
 use std::path::PathBuf;
 
@@ -214,6 +217,47 @@ pub fn read_outputs(
     read_any::<Output>(src, opts, on_output, on_error)
 }
 
+/// [`read_events`] handing each row as an [`EventRef`] borrowing the reader's buffer: no
+/// allocation per row for CSV sources (others convert their owned rows).
+pub fn read_event_refs(
+    src: &Source,
+    opts: &ReadOptions,
+    on_event: &mut dyn FnMut(&EventRef<'_>),
+    on_error: &mut dyn FnMut(RowError),
+) -> Result<u64, SourceError> {
+    match src {
+        Source::Csv(p) => super::csv::read_fields::<Event>(
+            p,
+            &mut |f, name, line| {
+                on_event(&EventRef::from_fields(f, opts, name, line)?);
+                Ok(())
+            },
+            on_error,
+        ),
+        _ => read_any::<Event>(src, opts, &mut |e| on_event(&e.as_ref()), on_error),
+    }
+}
+
+/// [`read_outputs`] handing each row as an [`OutputRef`] (see [`read_event_refs`]).
+pub fn read_output_refs(
+    src: &Source,
+    opts: &ReadOptions,
+    on_output: &mut dyn FnMut(&OutputRef<'_>),
+    on_error: &mut dyn FnMut(RowError),
+) -> Result<u64, SourceError> {
+    match src {
+        Source::Csv(p) => super::csv::read_fields::<Output>(
+            p,
+            &mut |f, name, line| {
+                on_output(&OutputRef::from_fields(f, opts, name, line)?);
+                Ok(())
+            },
+            on_error,
+        ),
+        _ => read_any::<Output>(src, opts, &mut |o| on_output(&o.as_ref()), on_error),
+    }
+}
+
 fn read_any<R: LedgerRow>(
     src: &Source,
     opts: &ReadOptions,
@@ -287,15 +331,15 @@ pub(crate) fn row_error(source: &str, row: u64, column: Option<&str>, message: S
     }
 }
 
-struct Ctx<'a> {
-    fields: &'a [Option<&'a str>],
+struct Ctx<'c, 'a> {
+    fields: &'c [Option<&'a str>],
     columns: &'static [&'static str],
-    opts: &'a ReadOptions,
-    source: &'a str,
+    opts: &'c ReadOptions,
+    source: &'c str,
     row: u64,
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Ctx<'_, 'a> {
     fn err(&self, i: usize, message: String) -> RowError {
         row_error(self.source, self.row, Some(self.columns[i]), message)
     }
@@ -335,9 +379,22 @@ impl LedgerRow for Event {
         source: &str,
         row: u64,
     ) -> Result<Self, RowError> {
+        EventRef::from_fields(fields, opts, source, row).map(|e| e.to_owned())
+    }
+}
+
+impl<'a> EventRef<'a> {
+    /// Validates the text fields of an event row (see [`LedgerRow::from_fields`]), borrowing
+    /// its strings.
+    pub fn from_fields(
+        fields: &[Option<&'a str>],
+        opts: &ReadOptions,
+        source: &str,
+        row: u64,
+    ) -> Result<Self, RowError> {
         let c = Ctx {
             fields,
-            columns: Self::COLUMNS,
+            columns: Event::COLUMNS,
             opts,
             source,
             row,
@@ -388,17 +445,17 @@ impl LedgerRow for Event {
                 )
             })?,
         };
-        Ok(Event {
-            run_id: run_id.to_string(),
-            job: job.to_string(),
+        Ok(EventRef {
+            run_id,
+            job,
             scheduled_at,
             event,
             at,
-            instance: c.optional(5).map(str::to_string),
+            instance: c.optional(5),
             attempt,
             status,
-            error_code: c.optional(8).map(str::to_string),
-            snapshot_digest: c.optional(9).map(str::to_string),
+            error_code: c.optional(8),
+            snapshot_digest: c.optional(9),
             trigger,
         })
     }
@@ -416,9 +473,21 @@ impl LedgerRow for Output {
         source: &str,
         row: u64,
     ) -> Result<Self, RowError> {
+        OutputRef::from_fields(fields, opts, source, row).map(|o| o.to_owned())
+    }
+}
+
+impl<'a> OutputRef<'a> {
+    /// Validates the text fields of an output row, borrowing its strings.
+    pub fn from_fields(
+        fields: &[Option<&'a str>],
+        opts: &ReadOptions,
+        source: &str,
+        row: u64,
+    ) -> Result<Self, RowError> {
         let c = Ctx {
             fields,
-            columns: Self::COLUMNS,
+            columns: Output::COLUMNS,
             opts,
             source,
             row,
@@ -428,11 +497,11 @@ impl LedgerRow for Output {
         let run_id = c.required(2)?;
         let output_key = c.required(3)?;
         let at = c.timestamp(4)?;
-        Ok(Output {
-            job: job.to_string(),
+        Ok(OutputRef {
+            job,
             scheduled_at,
-            run_id: run_id.to_string(),
-            output_key: output_key.to_string(),
+            run_id,
+            output_key,
             at,
         })
     }
