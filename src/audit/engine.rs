@@ -191,8 +191,9 @@ pub struct OutputTally {
     undeclared: Vec<String>,
     /// Output rows per local job id.
     counts: Vec<u64>,
-    /// `(local job, output_key)` hash -> (rows, hash of the first row's run id).
-    index: HashMap<u64, (u32, u64), Fast>,
+    /// `(local job, output_key)` hash -> hash of the first row's run id (a key seen again
+    /// moves to `dups`, which counts).
+    index: HashMap<u64, u64, Fast>,
     dups: HashMap<u64, DupOutput, Fast>,
     input: InputCounts,
     row_errors: Vec<RowError>,
@@ -250,14 +251,10 @@ impl OutputTally {
         let h = out_hash(job, o.output_key);
         let first_run = match self.index.entry(h) {
             std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert((1, hash_bytes(0, o.run_id.as_bytes())));
+                v.insert(hash_bytes(0, o.run_id.as_bytes()));
                 return;
             }
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let v = e.get_mut();
-                v.0 = v.0.saturating_add(1);
-                v.1
-            }
+            std::collections::hash_map::Entry::Occupied(e) => *e.get(),
         };
         let d = self.dups.entry(h).or_insert_with(|| DupOutput {
             key: o.output_key.to_owned(),
