@@ -19,6 +19,7 @@ use super::{
 };
 use crate::ledger::{Event, EventKind, EventRef, Output, OutputRef, RowError, Status, Trigger};
 use jiff::Timestamp;
+use rayon::slice::ParallelSliceMut;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -127,10 +128,14 @@ const F_TRIG_SCHEDULE: u8 = 4; // a start with trigger schedule or retry
 
 /// One execution (`run_id`).
 struct Exec {
+    /// 64-bit hash of the run id.
+    hash: u64,
     name: u64,
     start: i64,
     end: i64,
     next: u32,
+    /// The slot whose chain holds it.
+    slot: u32,
     attempt: u32,
     /// 0 none, 1 success, 2 failure.
     status: u8,
@@ -143,6 +148,8 @@ const S_MANUAL: u8 = 2;
 
 struct Slot {
     at: i64,
+    /// Executions chained (a slot with more than [`BIG_SLOT`] is also indexed in `big`).
+    n_execs: u32,
     first: u32,
     skips: u32,
     flags: u8,
@@ -294,7 +301,12 @@ pub struct Auditor {
     /// slots in time order for free.
     slot_index: Vec<std::collections::BTreeMap<i64, u32>>,
     slots: Vec<Slot>,
-    run_index: HashMap<u64, u32, Fast>,
+    /// While folding, a run id is looked up in its slot's chain only (hot in cache), or in
+    /// `big` for slots with many executions; a run id seen in several slots is one
+    /// execution again after [`Auditor::merge_runs`] at finish, which leaves here the
+    /// sorted `(run id hash, execution)` pairs.
+    runs: Vec<(u64, u32)>,
+    big: HashMap<u64, u32, Fast>,
     execs: Vec<Vec<Exec>>,
     exec_count: u32,
     arena: Arena,
@@ -313,6 +325,15 @@ pub struct Auditor {
 }
 
 const EXEC_CHUNK: usize = 1 << 16;
+
+/// Slots with more executions than this index them in a hash map rather than walking the
+/// chain.
+const BIG_SLOT: u32 = 16;
+
+#[inline]
+fn big_key(run_hash: u64, slot: u32) -> u64 {
+    run_hash ^ mix(u64::from(slot) + 1, 0x9E37_79B9_7F4A_7C15)
+}
 
 impl Auditor {
     /// `jobs`: every job of every `--manifest` (empty without manifests).
@@ -336,7 +357,8 @@ impl Auditor {
             declared: declared.clone(),
             slot_index: Vec::new(),
             slots: Vec::new(),
-            run_index: HashMap::default(),
+            runs: Vec::new(),
+            big: HashMap::default(),
             execs: Vec::new(),
             exec_count: 0,
             arena: Arena::default(),
@@ -441,6 +463,7 @@ impl Auditor {
         if id == next {
             self.slots.push(Slot {
                 at: ms(at),
+                n_execs: 0,
                 first: NONE,
                 skips: 0,
                 flags: 0,
@@ -470,8 +493,20 @@ impl Auditor {
 
     fn exec_id_uncached(&mut self, run_id: &str, slot: u32) -> u32 {
         let h = hash_bytes(0, run_id.as_bytes());
-        if let Some(&i) = self.run_index.get(&h) {
-            return i;
+        let n_execs = self.slots[slot as usize].n_execs;
+        if n_execs > BIG_SLOT {
+            if let Some(&i) = self.big.get(&big_key(h, slot)) {
+                return i;
+            }
+        } else {
+            let mut x = self.slots[slot as usize].first;
+            while x != NONE {
+                let e = self.exec(x);
+                if e.hash == h {
+                    return x;
+                }
+                x = e.next;
+            }
         }
         let i = self.exec_count;
         self.exec_count += 1;
@@ -482,19 +517,88 @@ impl Auditor {
         let s = &mut self.slots[slot as usize];
         let next = s.first;
         s.first = i;
+        s.n_execs += 1;
+        let n_execs = s.n_execs;
         if let Some(c) = self.execs.last_mut() {
             c.push(Exec {
+                hash: h,
                 name,
                 start: NO_TIME,
                 end: NO_TIME,
                 next,
+                slot,
                 attempt: 0,
                 status: 0,
                 flags: 0,
             });
         }
-        self.run_index.insert(h, i);
+        if n_execs == BIG_SLOT + 1 {
+            let chain: Vec<u32> = self.chain(slot).collect();
+            for x in chain {
+                let k = big_key(self.exec(x).hash, slot);
+                self.big.insert(k, x);
+            }
+        } else if n_execs > BIG_SLOT {
+            self.big.insert(big_key(h, slot), i);
+        }
         i
+    }
+
+    /// A run id seen in several slots got an execution in each: merge them into the first
+    /// one created (where a global index would have put every row), unlink the others from
+    /// their slots, and keep the sorted `(hash, execution)` pairs for look-ups.
+    fn merge_runs(&mut self) {
+        let mut pairs: Vec<(u64, u32)> = (0..self.exec_count)
+            .map(|i| (self.exec(i).hash, i))
+            .collect();
+        pairs.par_sort_unstable();
+        let mut i = 0;
+        while i < pairs.len() {
+            let mut j = i + 1;
+            while j < pairs.len() && pairs[j].0 == pairs[i].0 {
+                j += 1;
+            }
+            let keep = pairs[i].1;
+            for &(_, x) in &pairs[i + 1..j] {
+                self.unlink(x);
+                let e = self.exec(x);
+                let (start, end, attempt, status, flags) =
+                    (e.start, e.end, e.attempt, e.status, e.flags);
+                let k = self.exec_mut(keep);
+                if start != NO_TIME && (k.start == NO_TIME || start < k.start) {
+                    k.start = start;
+                }
+                k.end = k.end.max(end);
+                k.attempt = k.attempt.max(attempt);
+                if status == 1 || (status == 2 && k.status != 1) {
+                    k.status = status;
+                }
+                k.flags |= flags;
+            }
+            i = j;
+        }
+        pairs.dedup_by_key(|p| p.0);
+        self.runs = pairs;
+        self.big = HashMap::default();
+    }
+
+    /// Takes execution `x` out of its slot's chain.
+    fn unlink(&mut self, x: u32) {
+        let slot = self.exec(x).slot;
+        let next = self.exec(x).next;
+        let mut cur = self.slots[slot as usize].first;
+        if cur == x {
+            self.slots[slot as usize].first = next;
+            return;
+        }
+        while cur != NONE {
+            let n = self.exec(cur).next;
+            if n == x {
+                self.exec_mut(cur).next = next;
+                return;
+            }
+            cur = n;
+        }
     }
 
     /// One event row.
@@ -606,7 +710,6 @@ impl Auditor {
     pub fn reserve(&mut self, rows: usize) {
         let n = rows / 2;
         self.slots.reserve(n);
-        self.run_index.reserve(n);
     }
 
     /// Resolves the outputs' jobs to this auditor's: counts, row counts and row errors
@@ -666,6 +769,7 @@ impl Auditor {
 
     /// Runs the checks and computes the metrics.
     pub fn finish(mut self) -> AuditResult {
+        self.merge_runs();
         self.resolve_outputs();
         self.input.rows_accepted = self.input.rows_read - self.input.rows_rejected;
         let mut findings = Vec::new();
@@ -1171,8 +1275,8 @@ impl Auditor {
             for d in dups {
                 m.duplicate_outputs += 1;
                 let mut runs = Vec::new();
-                if let Some(&first) = self.run_index.get(&d.first_run) {
-                    runs.push(self.run_name(first));
+                if let Ok(k) = self.runs.binary_search_by_key(&d.first_run, |p| p.0) {
+                    runs.push(self.run_name(self.runs[k].1));
                 }
                 for r in &d.run_ids {
                     if !runs.contains(r) {
