@@ -19,6 +19,7 @@ use super::{
 };
 use crate::ledger::{Event, EventKind, EventRef, Output, OutputRef, RowError, Status, Trigger};
 use jiff::Timestamp;
+use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 use rayon::slice::ParallelSliceMut;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -307,6 +308,7 @@ pub struct Auditor {
     /// sorted `(run id hash, execution)` pairs.
     runs: Vec<(u64, u32)>,
     big: HashMap<u64, u32, Fast>,
+    runs_merged: bool,
     execs: Vec<Vec<Exec>>,
     exec_count: u32,
     arena: Arena,
@@ -359,6 +361,7 @@ impl Auditor {
             slots: Vec::new(),
             runs: Vec::new(),
             big: HashMap::default(),
+            runs_merged: false,
             execs: Vec::new(),
             exec_count: 0,
             arena: Arena::default(),
@@ -548,6 +551,10 @@ impl Auditor {
     /// one created (where a global index would have put every row), unlink the others from
     /// their slots, and keep the sorted `(hash, execution)` pairs for look-ups.
     fn merge_runs(&mut self) {
+        if self.runs_merged {
+            return;
+        }
+        self.runs_merged = true;
         let mut pairs: Vec<(u64, u32)> = (0..self.exec_count)
             .map(|i| (self.exec(i).hash, i))
             .collect();
@@ -599,6 +606,13 @@ impl Auditor {
             }
             cur = n;
         }
+    }
+
+    /// Says that no event row follows (output rows and row errors still may): the
+    /// executions are settled now, while outputs may still be read, rather than in
+    /// [`Auditor::finish`]. Optional.
+    pub fn events_done(&mut self) {
+        self.merge_runs();
     }
 
     /// One event row.
@@ -814,9 +828,13 @@ impl Auditor {
         let mut per_day: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
         let mut totals_lat = Histogram::default();
         let mut totals_dur = Histogram::default();
-        let mut snap = self.opts.snapshots.clone().map(SnapshotCheck::new);
 
-        for (jid, slot_ids) in by_job.iter_mut().enumerate() {
+        // Jobs are independent: checked in parallel, merged in job order.
+        let snap_dir = self.opts.snapshots.clone();
+        let job_out = |jid: usize, slot_ids: &Vec<u32>| -> JobOut {
+            let mut findings = Vec::new();
+            let mut per_day: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+            let mut snap = snap_dir.clone().map(SnapshotCheck::new);
             let st = &self.states[jid];
             let display = st.display.clone();
             let mj = st.manifest.and_then(|m| self.jobs.get(m)).cloned();
@@ -1307,16 +1325,35 @@ impl Auditor {
             m.success_after_retry_rate =
                 (first_failed > 0).then(|| round6(recovered as f64 / first_failed as f64));
             fill_percentiles(&mut m, &dur, &lat);
-            rate_parts.push((first_attempt_ok, first_failed, recovered));
-            totals_lat.merge(&lat);
-            totals_dur.merge(&dur);
-            reports.push(JobReport {
-                job: display,
-                declared: declared && with_manifest,
-                metrics: m,
-                latency_hist: lat,
-                duration_hist: dur,
-            });
+            JobOut {
+                report: JobReport {
+                    job: display,
+                    declared: declared && with_manifest,
+                    metrics: m,
+                    latency_hist: lat,
+                    duration_hist: dur,
+                },
+                findings,
+                per_day,
+                rate: (first_attempt_ok, first_failed, recovered),
+            }
+        };
+        let outs: Vec<JobOut> = by_job
+            .par_iter()
+            .enumerate()
+            .map(|(jid, ids)| job_out(jid, ids))
+            .collect();
+        for o in outs {
+            rate_parts.push(o.rate);
+            totals_lat.merge(&o.report.latency_hist);
+            totals_dur.merge(&o.report.duration_hist);
+            reports.push(o.report);
+            findings.extend(o.findings);
+            for (d, (a, b)) in o.per_day {
+                let e = per_day.entry(d).or_default();
+                e.0 += a;
+                e.1 += b;
+            }
         }
 
         // Totals: sums, rates over the summed numerators and denominators, percentiles
@@ -1408,6 +1445,14 @@ impl Auditor {
             }
         }
     }
+}
+
+/// What checking one job yields.
+struct JobOut {
+    report: JobReport,
+    findings: Vec<super::AuditFinding>,
+    per_day: std::collections::BTreeMap<String, (u64, u64)>,
+    rate: (u64, u64, u64),
 }
 
 fn round6(x: f64) -> f64 {

@@ -166,6 +166,9 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
         let ev = ev_thread
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        if ev.is_ok() {
+            auditor.events_done();
+        }
         let out = out_thread.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         (ev, out)
     });
