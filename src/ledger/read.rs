@@ -331,6 +331,12 @@ pub(crate) fn row_error(source: &str, row: u64, column: Option<&str>, message: S
     }
 }
 
+thread_local! {
+    /// Per column index: the last timestamp text the fast path parsed, and its value.
+    static LAST_TS: std::cell::RefCell<[(String, jiff::Timestamp); MAX_COLUMNS]> =
+        std::cell::RefCell::new(std::array::from_fn(|_| (String::new(), jiff::Timestamp::UNIX_EPOCH)));
+}
+
 struct Ctx<'c, 'a> {
     fields: &'c [Option<&'a str>],
     columns: &'static [&'static str],
@@ -353,8 +359,29 @@ impl<'a> Ctx<'_, 'a> {
         self.fields.get(i).copied().flatten()
     }
     fn timestamp(&self, i: usize) -> Result<jiff::Timestamp, RowError> {
-        super::time::parse_timestamp(self.required(i)?, self.opts.assume_tz.as_ref())
-            .map_err(|m| self.err(i, m))
+        let s = self.required(i)?;
+        // Consecutive rows often repeat a timestamp (the slot of a run's rows, the time of a
+        // run's outputs): the last one parsed by the fast path (which does not depend on
+        // `--assume-tz`) is remembered per column.
+        let hit = LAST_TS.with(|c| {
+            let c = c.borrow();
+            let (k, t) = &c[i];
+            (k.as_str() == s).then_some(*t)
+        });
+        if let Some(t) = hit {
+            return Ok(t);
+        }
+        if let Some(t) = super::time::parse_fast(s) {
+            LAST_TS.with(|c| {
+                let mut c = c.borrow_mut();
+                let e = &mut c[i];
+                e.0.clear();
+                e.0.push_str(s);
+                e.1 = t;
+            });
+            return Ok(t);
+        }
+        super::time::parse_timestamp(s, self.opts.assume_tz.as_ref()).map_err(|m| self.err(i, m))
     }
 }
 

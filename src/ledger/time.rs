@@ -21,6 +21,11 @@ pub fn parse_timestamp(s: &str, assume_tz: Option<&TimeZone>) -> Result<Timestam
     slow(s, assume_tz)
 }
 
+/// The hand-parsed common shape only (independent of `--assume-tz`); `None` otherwise.
+pub(crate) fn parse_fast(s: &str) -> Option<Timestamp> {
+    fast(s.as_bytes())
+}
+
 fn slow(s: &str, assume_tz: Option<&TimeZone>) -> Result<Timestamp, String> {
     let s = s.trim();
     if let Ok(ts) = s.parse::<Timestamp>() {
