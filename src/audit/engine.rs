@@ -2,11 +2,14 @@
 //!
 //! State per distinct thing, never per row:
 //! - a job: its interned name and, for a manifest job, its [`AuditJob`];
-//! - a slot `(job, scheduled_at)`: a 32-byte [`Slot`] (first execution, skip count, flags);
-//! - an execution (`run_id`): a 48-byte [`Exec`] chained into its slot, and its run id once
-//!   in a chunked byte arena (read back only for findings); the `run_id -> execution` index
-//!   is keyed by a 64-bit hash of the run id;
-//! - an output key: a 64-bit hash of `(job, output_key)` with a count.
+//! - a slot `(job, scheduled_at)`: a 24-byte [`Slot`] (first execution, skip count, flags),
+//!   indexed per job in a B-tree by time;
+//! - an execution (`run_id`): a 48-byte [`Exec`] with the 64-bit hash of its run id,
+//!   chained into its slot (run ids are looked up in the slot's chain while folding; a run
+//!   id seen in several slots is merged at finish, see [`Auditor::events_done`]), and its
+//!   run id once in a chunked byte arena (read back only for findings);
+//! - an output key: a 64-bit hash of `(job, output_key)` with the hash of its first run id
+//!   ([`OutputTally`], which may be filled on another thread).
 //!
 //! 64-bit hashes of distinct strings collide with probability about n²/2⁶⁵ (below 10⁻⁶
 //! for 5 million run ids); `docs/audit.md` states it.
