@@ -164,3 +164,38 @@ fn outputs_tally_matches_the_fold_and_joins_job_spellings() {
     let settle = a.jobs.iter().find(|j| j.job == "settle").expect("settle");
     assert_eq!(settle.metrics.outputs, 3);
 }
+
+#[test]
+fn events_after_events_done_are_settled_at_finish() {
+    let (_, loaded) = batchguard::manifest::load::load(MANIFEST.as_bytes());
+    let service = loaded
+        .manifest
+        .service_name(std::path::Path::new("billing.batchguard.yaml"));
+    let opts = AuditOptions {
+        from: hour(0),
+        to: hour(4),
+        snapshots: None,
+        with_manifest: true,
+        with_outputs: false,
+    };
+    let base = {
+        let mut a = Auditor::new(audit::jobs_from_manifest(&loaded, &service), opts.clone());
+        for e in clean() {
+            a.event(e);
+        }
+        a.finish()
+    };
+    // r0's end names slot 01:00 and arrives after `events_done`.
+    let mut ev = clean();
+    let mut end = ev.remove(1);
+    end.scheduled_at = hour(1);
+    let mut a = Auditor::new(audit::jobs_from_manifest(&loaded, &service), opts);
+    for e in ev {
+        a.event(e);
+    }
+    a.events_done();
+    a.event(end);
+    let r = a.finish();
+    assert_eq!(codes(&r), codes(&base), "{:#?}", r.findings);
+    assert_eq!(r.totals.duration_max_s, base.totals.duration_max_s);
+}

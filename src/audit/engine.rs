@@ -516,6 +516,8 @@ impl Auditor {
         }
         let i = self.exec_count;
         self.exec_count += 1;
+        // Events after `events_done`: settle again at finish (merging is idempotent).
+        self.runs_merged = false;
         if self.execs.last().is_none_or(|c| c.len() == EXEC_CHUNK) {
             self.execs.push(Vec::with_capacity(EXEC_CHUNK));
         }
@@ -611,9 +613,9 @@ impl Auditor {
         }
     }
 
-    /// Says that no event row follows (output rows and row errors still may): the
+    /// Says that the event rows are done (output rows and row errors may follow): the
     /// executions are settled now, while outputs may still be read, rather than in
-    /// [`Auditor::finish`]. Optional.
+    /// [`Auditor::finish`]. Optional; event rows after it are settled again at finish.
     pub fn events_done(&mut self) {
         self.merge_runs();
     }
