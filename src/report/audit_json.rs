@@ -1,6 +1,7 @@
 //! `audit --format json`: SPEC 8, stable.
 
 use crate::audit::AuditResult;
+use rayon::iter::{IntoParallelRefIterator, ParallelIterator};
 use serde_json::{Value, json};
 
 pub fn value(r: &AuditResult) -> Value {
@@ -21,6 +22,13 @@ pub fn value(r: &AuditResult) -> Value {
             })
         })
         .collect();
+    // A ledger can have hundreds of thousands of findings: built in parallel.
+    let findings = Value::Array(
+        r.findings
+            .par_iter()
+            .map(|f| serde_json::to_value(f).unwrap_or(Value::Null))
+            .collect(),
+    );
     json!({
         "version": 1,
         "tool": "batchguard",
@@ -34,7 +42,7 @@ pub fn value(r: &AuditResult) -> Value {
             "rows_outside_window": r.input.rows_outside_window,
             "rejected": errors,
         },
-        "findings": serde_json::to_value(&r.findings).unwrap_or(Value::Null),
+        "findings": findings,
         "jobs": jobs,
         "totals": serde_json::to_value(&r.totals).unwrap_or(Value::Null),
         "skipped_checks": serde_json::to_value(&r.skipped).unwrap_or(Value::Null),
