@@ -912,6 +912,9 @@ impl Auditor {
                 }
             }
 
+            // Reused for every slot of the job.
+            let mut execs: Vec<u32> = Vec::new();
+            let mut started: Vec<u32> = Vec::new();
             for &sid in slot_ids.iter() {
                 let slot = &self.slots[sid as usize];
                 let at = slot.at;
@@ -932,16 +935,19 @@ impl Auditor {
                 if slot.flags & S_MANUAL != 0 {
                     m.manual_recoveries += 1;
                 }
-                let mut execs: Vec<u32> = self.chain(sid).collect();
+                execs.clear();
+                execs.extend(self.chain(sid));
                 execs.sort_unstable_by_key(|&x| {
                     let e = self.exec(x);
                     (e.start, e.end)
                 });
-                let started: Vec<u32> = execs
-                    .iter()
-                    .copied()
-                    .filter(|&x| self.exec(x).start != NO_TIME)
-                    .collect();
+                started.clear();
+                started.extend(
+                    execs
+                        .iter()
+                        .copied()
+                        .filter(|&x| self.exec(x).start != NO_TIME),
+                );
                 let success_end = execs
                     .iter()
                     .filter(|&&x| self.exec(x).status == 1 && self.exec(x).end != NO_TIME)
