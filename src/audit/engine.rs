@@ -854,8 +854,8 @@ impl Auditor {
                 findings.push(checks::finding(
                     "AU107",
                     format!(
-                        "the ledger has {} row(s) of job `{}`, which no manifest declares: an orphan registration",
-                        st.rows + st.outputs,
+                        "the ledger has {} of job `{}`, which no manifest declares: an orphan registration",
+                        crate::report::plural((st.rows + st.outputs) as usize, "row"),
                         display
                     ),
                     &display,
@@ -1165,9 +1165,9 @@ impl Auditor {
                     findings.push(checks::finding(
                         "AU111",
                         format!(
-                            "slot {} of `{display}` was started ({} execution(s)) but never succeeded",
+                            "slot {} of `{display}` was started ({}) but never succeeded",
                             slot_text(t, Some(j)),
-                            started.len()
+                            crate::report::plural(started.len(), "execution")
                         ),
                         &display,
                         Some(t),
