@@ -614,6 +614,27 @@ pub fn generate(opts: &GenOptions) -> io::Result<Generated> {
                 error_code: None,
                 trigger: "schedule",
             };
+            // The first attempt fails with `code`, a retry succeeds; returns the retry's start.
+            let fail_then_retry = |w: &mut Writer, code: &'static str| -> io::Result<i64> {
+                w.event(&ev(0, "start", start))?;
+                w.event(&Ev {
+                    status: Some("failure"),
+                    error_code: Some(code),
+                    ..ev(0, "end", start + e / 8)
+                })?;
+                let s = start + e / 2;
+                let retry = |event, at| Ev {
+                    attempt: Some(2),
+                    trigger: "retry",
+                    ..ev(1, event, at)
+                };
+                w.event(&retry("start", s))?;
+                w.event(&Ev {
+                    status: Some("success"),
+                    ..retry("end", s + e / 8)
+                })?;
+                Ok(s)
+            };
             let mut outputs: u32 = rng.below(3) as u32;
             let mut out_run = 0u32;
             let mut out_at = start + dur_ok / 2;
@@ -721,49 +742,16 @@ pub fn generate(opts: &GenOptions) -> io::Result<Generated> {
                 }
                 Some(Defect::FatalRetried) => {
                     findings[code_index("AU110")] += 1;
-                    w.event(&ev(0, "start", start))?;
-                    w.event(&Ev {
-                        status: Some("failure"),
-                        error_code: Some(FATAL),
-                        ..ev(0, "end", start + e / 8)
-                    })?;
-                    let s = start + e / 2;
-                    let r = |event, at| Ev {
-                        attempt: Some(2),
-                        trigger: "retry",
-                        ..ev(1, event, at)
-                    };
-                    w.event(&r("start", s))?;
-                    w.event(&Ev {
-                        status: Some("success"),
-                        ..r("end", s + e / 8)
-                    })?;
+                    out_at = fail_then_retry(&mut w, FATAL)? + 1;
                     out_run = 1;
-                    out_at = s + 1;
                 }
                 Some(Defect::OffSchedule) | Some(Defect::DuplicateOutput) | None => {
                     let retry_trap = defect.is_none() && job.max_attempts >= 2 && rng.chance(0.05);
-                    w.event(&ev(0, "start", start))?;
                     if retry_trap {
-                        w.event(&Ev {
-                            status: Some("failure"),
-                            error_code: Some(RETRYABLE),
-                            ..ev(0, "end", start + e / 8)
-                        })?;
-                        let s = start + e / 2;
-                        let r = |event, at| Ev {
-                            attempt: Some(2),
-                            trigger: "retry",
-                            ..ev(1, event, at)
-                        };
-                        w.event(&r("start", s))?;
-                        w.event(&Ev {
-                            status: Some("success"),
-                            ..r("end", s + e / 8)
-                        })?;
+                        out_at = fail_then_retry(&mut w, RETRYABLE)? + 1;
                         out_run = 1;
-                        out_at = s + 1;
                     } else {
+                        w.event(&ev(0, "start", start))?;
                         w.event(&Ev {
                             status: Some("success"),
                             ..ev(0, "end", start + dur_ok)
