@@ -141,7 +141,8 @@ pub fn jobs_from_manifest(loaded: &Loaded, service: &str) -> Vec<AuditJob> {
                 .map(|d| d.secs()),
             max_attempts: retry.and_then(|r| r.bounded_attempts()),
             fatal: retry
-                .and_then(|r| r.fatal.value().cloned())
+                .and_then(|r| r.fatal.value())
+                .map(|codes| codes.iter().map(|c| c.value.clone()).collect())
                 .unwrap_or_default(),
             snapshot,
         });

@@ -779,22 +779,12 @@ pub fn manifest_facts(
                 None => Vec::new(),
             };
             let lock = job.lock.get();
-            let depends_on = match job.depends_on.get() {
+            let depends_on = match job.depends_on.value() {
                 Some(list) => list
-                    .value
                     .iter()
-                    .map(|d| {
-                        // A sequence's span may cover only its first token: look ahead.
-                        let end = (list.span.start + 64 * 1024).min(file.text.len());
-                        let within = file
-                            .text
-                            .get(list.span.start..end)
-                            .and_then(|t| t.find(d.as_str()))
-                            .map_or(list.span, |o| Span::new(list.span.start + o, d.len()));
-                        At {
-                            value: d.clone(),
-                            span: within,
-                        }
+                    .map(|d| At {
+                        value: d.value.clone(),
+                        span: d.span,
                     })
                     .collect(),
                 None => Vec::new(),

@@ -58,6 +58,31 @@ impl<T: FromNode> Field<T> {
     }
 }
 
+/// A list entry with its own position (`retryable: [A, B]` points at `B` itself).
+impl<T: FromNode> FromNode for Sp<T> {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        T::from_node(node, cx).map(|value| Sp {
+            value,
+            span: node.span,
+        })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Sp<T> {
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> Cow<'static, str> {
+        T::schema_id()
+    }
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        T::json_schema(generator)
+    }
+}
+
 impl<T: JsonSchema> JsonSchema for Field<T> {
     fn schema_name() -> Cow<'static, str> {
         T::schema_name()
@@ -371,9 +396,9 @@ section! {
         /// Cap on an exponential delay.
         max_delay: Duration,
         /// Error codes worth retrying.
-        retryable: Vec<String>,
+        retryable: Vec<Sp<String>>,
         /// Error codes that go to the dead letter at once.
-        fatal: Vec<String>,
+        fatal: Vec<Sp<String>>,
         /// dead_letter | retry: what an unclassified error gets.
         on_unknown: OnUnknown,
     }
@@ -467,7 +492,7 @@ section! {
         outputs: Outputs,
         runbook: Runbook,
         /// Jobs that must finish first: `name` or `service/name`.
-        depends_on: Vec<String>,
+        depends_on: Vec<Sp<String>>,
         replay: Replay,
         /// false keeps the job declared but unscheduled.
         enabled: bool,

@@ -1,7 +1,7 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
 use crate::lint::rule::{Emitter, Rule, RuleMeta};
-use crate::manifest::yaml::Span;
+use crate::manifest::model::Sp;
 
 declare_rule! {
     /// ## What it does
@@ -41,33 +41,21 @@ declare_rule! {
 }
 
 /// Codes of `retryable` that are also in `fatal`, each once, in `retryable` order.
-pub fn conflicts<'a>(retryable: &'a [String], fatal: &[String]) -> Vec<&'a str> {
-    let mut out: Vec<&str> = Vec::new();
+/// Each code listed in both lists, once, with its first place in each (in `retryable` order).
+pub fn conflicts<'a>(
+    retryable: &'a [Sp<String>],
+    fatal: &'a [Sp<String>],
+) -> Vec<(&'a Sp<String>, &'a Sp<String>)> {
+    let mut out: Vec<(&Sp<String>, &Sp<String>)> = Vec::new();
     for code in retryable {
-        if fatal.contains(code) && !out.contains(&code.as_str()) {
-            out.push(code);
+        if out.iter().any(|(r, _)| r.value == code.value) {
+            continue;
+        }
+        if let Some(f) = fatal.iter().find(|f| f.value == code.value) {
+            out.push((code, f));
         }
     }
     out
-}
-
-/// Where `item` is written in a list that starts at `list_start`: the first occurrence
-/// after the start that is a whole token (list items carry no span of their own).
-pub fn item_span(text: &str, list_start: usize, item: &str) -> Option<Span> {
-    let part = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/');
-    let rest = text.get(list_start..)?;
-    let mut from = 0;
-    while let Some(i) = rest[from..].find(item) {
-        let at = from + i;
-        let end = at + item.len();
-        let before = rest[..at].chars().next_back();
-        let after = rest[end..].chars().next();
-        if !before.is_some_and(part) && !after.is_some_and(part) {
-            return Some(Span::new(list_start + at, item.len()));
-        }
-        from = end;
-    }
-    None
 }
 
 impl Rule for ConflictingErrorClass {
@@ -82,11 +70,10 @@ impl Rule for ConflictingErrorClass {
         let (Some(retryable), Some(fatal)) = (retry.retryable.get(), retry.fatal.get()) else {
             return;
         };
-        for code in conflicts(&retryable.value, &fatal.value) {
-            let primary = item_span(cx.text, retryable.span.start, code).unwrap_or(retryable.span);
-            let other = item_span(cx.text, fatal.span.start, code).unwrap_or(fatal.span);
+        for (r, f) in conflicts(&retryable.value, &fatal.value) {
+            let code = &r.value;
             out.emit_full(
-                primary,
+                r.span,
                 format!(
                     "job `{}`: error code `{code}` is both retryable and fatal",
                     cx.job_name()
@@ -94,7 +81,7 @@ impl Rule for ConflictingErrorClass {
                 format!(
                     "keep `{code}` in one list: `retryable` if a later attempt can succeed, `fatal` if the input itself is bad"
                 ),
-                vec![(other, "also listed as fatal here".to_owned())],
+                vec![(f.span, "also listed as fatal here".to_owned())],
             );
         }
     }
@@ -102,30 +89,41 @@ impl Rule for ConflictingErrorClass {
 
 #[cfg(test)]
 mod tests {
-    use super::{conflicts, item_span};
+    use super::conflicts;
     use crate::lint::rules::testing::findings;
+    use crate::manifest::model::Sp;
+    use crate::manifest::yaml::Span;
 
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| (*x).to_owned()).collect()
+    fn s(v: &[&str]) -> Vec<Sp<String>> {
+        v.iter()
+            .enumerate()
+            .map(|(i, x)| Sp {
+                value: (*x).to_owned(),
+                span: Span::new(i, 1),
+            })
+            .collect()
     }
 
     #[test]
     fn finds_each_conflict_once() {
         let r = s(&["ETIMEDOUT", "HTTP_409", "HTTP_409", "HTTP_503"]);
         let f = s(&["HTTP_503", "VALIDATION_ERROR", "HTTP_409"]);
-        assert_eq!(conflicts(&r, &f), ["HTTP_409", "HTTP_503"]);
+        let found: Vec<_> = conflicts(&r, &f)
+            .iter()
+            .map(|(r, f)| (r.value.as_str(), r.span.start, f.span.start))
+            .collect();
+        assert_eq!(found, [("HTTP_409", 1, 2), ("HTTP_503", 3, 0)]);
         assert!(conflicts(&r, &s(&["etimedout"])).is_empty());
         assert!(conflicts(&[], &f).is_empty());
     }
 
     #[test]
-    fn locates_whole_tokens() {
-        let text = "retryable: [HTTP_5030, \"HTTP_503\"]\n";
-        let sp = item_span(text, 11, "HTTP_503").unwrap();
-        assert_eq!(&text[sp.start..sp.end()], "HTTP_503");
-        assert_eq!(sp.start, 24);
-        assert!(item_span(text, 11, "HTTP_50").is_none());
-        assert!(item_span(text, 999, "HTTP_503").is_none());
+    fn points_at_the_entry_even_when_a_longer_code_comes_first() {
+        let yaml = "version: 1\nservice: s\njobs:\n  - name: a\n    retry:\n      max_attempts: 3\n      retryable: [HTTP_5030, \"HTTP_503\"]\n      fatal: [HTTP_503]\n";
+        let f = findings(yaml, "BG404");
+        assert_eq!(f.len(), 1);
+        let start = f[0].at.span.start;
+        assert_eq!(&yaml[start..start + 10], "\"HTTP_503\"");
     }
 
     #[test]
