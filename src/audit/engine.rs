@@ -195,11 +195,7 @@ fn out_hash(local_job: u32, key: &str) -> u64 {
 pub struct OutputTally {
     from: Timestamp,
     to: Timestamp,
-    declared: HashMap<String, usize>,
-    n_declared: u32,
-    by_name: HashMap<String, u32, Fast>,
-    /// Names of undeclared jobs; local id `n_declared + i`.
-    undeclared: Vec<String>,
+    names: JobNames,
     /// Output rows per local job id.
     counts: Vec<u64>,
     /// `(local job, output_key)` hash -> hash of the first row's run id (a key seen again
@@ -208,7 +204,63 @@ pub struct OutputTally {
     dups: HashMap<u64, DupOutput, Fast>,
     input: InputCounts,
     row_errors: Vec<RowError>,
-    last_job: (String, u32),
+}
+
+/// Ledger job names -> job ids: a declared name (`service/name` or bare `name`) is its
+/// manifest job's index; an undeclared name gets the next id (`n_declared + i`). The
+/// auditor and the outputs' tally each keep one; the last name looked up is remembered,
+/// since rows of one job tend to follow each other.
+#[derive(Clone)]
+struct JobNames {
+    declared: HashMap<String, usize>,
+    n_declared: u32,
+    by_name: HashMap<String, u32, Fast>,
+    /// Undeclared names in the order they were met.
+    undeclared: Vec<String>,
+    last: (String, u32),
+}
+
+impl JobNames {
+    fn new(declared: HashMap<String, usize>, n_declared: usize) -> Self {
+        JobNames {
+            declared,
+            n_declared: n_declared as u32,
+            by_name: HashMap::default(),
+            undeclared: Vec::new(),
+            last: (String::new(), NONE),
+        }
+    }
+
+    /// The id of `name`, and whether it is an undeclared job met for the first time.
+    fn id(&mut self, name: &str) -> (u32, bool) {
+        if self.last.1 != NONE && self.last.0 == name {
+            return (self.last.1, false);
+        }
+        let (id, new) = match self.by_name.get(name) {
+            Some(&id) => (id, false),
+            None => {
+                let (id, new) = match self.declared.get(name) {
+                    Some(&m) => (m as u32, false),
+                    None => {
+                        self.undeclared.push(name.to_owned());
+                        (self.n_declared + self.undeclared.len() as u32 - 1, true)
+                    }
+                };
+                self.by_name.insert(name.to_owned(), id);
+                (id, new)
+            }
+        };
+        self.last.0.clear();
+        self.last.0.push_str(name);
+        self.last.1 = id;
+        (id, new)
+    }
+
+    /// The name of an undeclared job's id.
+    fn undeclared_name(&self, id: u32) -> Option<&str> {
+        let i = id.checked_sub(self.n_declared)? as usize;
+        self.undeclared.get(i).map(String::as_str)
+    }
 }
 
 impl OutputTally {
@@ -218,29 +270,10 @@ impl OutputTally {
     }
 
     fn job(&mut self, name: &str) -> u32 {
-        if self.last_job.1 != NONE && self.last_job.0 == name {
-            return self.last_job.1;
+        let (id, new) = self.names.id(name);
+        if new {
+            self.counts.push(0);
         }
-        let id = self.job_uncached(name);
-        self.last_job.0.clear();
-        self.last_job.0.push_str(name);
-        self.last_job.1 = id;
-        id
-    }
-
-    fn job_uncached(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.by_name.get(name) {
-            return id;
-        }
-        let id = match self.declared.get(name) {
-            Some(&m) => m as u32,
-            None => {
-                self.undeclared.push(name.to_owned());
-                self.counts.push(0);
-                self.n_declared + self.undeclared.len() as u32 - 1
-            }
-        };
-        self.by_name.insert(name.to_owned(), id);
         id
     }
 
@@ -295,10 +328,8 @@ pub struct Auditor {
     jobs: Vec<AuditJob>,
     opts: AuditOptions,
     to_ms: i64,
-    by_name: HashMap<String, u32, Fast>,
+    names: JobNames,
     states: Vec<JobState>,
-    /// `(service, name)` and bare `name` of manifest jobs -> index in `jobs`.
-    declared: HashMap<String, usize>,
     /// Per job, `scheduled_at` (ms) -> slot. A B-tree per job rather than one hash map:
     /// ledgers are written roughly in time order, so a lookup or insert lands on the
     /// rightmost, cache-hot leaf instead of a random bucket; and finish gets each job's
@@ -315,9 +346,8 @@ pub struct Auditor {
     execs: Vec<Vec<Exec>>,
     exec_count: u32,
     arena: Arena,
-    /// The last job, slot and run looked up: rows of one run tend to follow each other, and
+    /// The last slot and run looked up: rows of one run tend to follow each other, and
     /// these save the hash lookups then.
-    last_job: (String, u32),
     last_slot: (u32, i64, u32),
     last_run: (String, u32),
     outputs: OutputTally,
@@ -357,9 +387,8 @@ impl Auditor {
         let mut a = Auditor {
             to_ms: ms(opts.to),
             opts,
-            by_name: HashMap::default(),
+            names: JobNames::new(declared.clone(), jobs.len()),
             states: Vec::new(),
-            declared: declared.clone(),
             slot_index: Vec::new(),
             slots: Vec::new(),
             runs: Vec::new(),
@@ -371,19 +400,14 @@ impl Auditor {
             outputs: OutputTally {
                 from,
                 to,
-                declared: declared.clone(),
-                n_declared: jobs.len() as u32,
-                by_name: HashMap::default(),
-                undeclared: Vec::new(),
+                names: JobNames::new(declared, jobs.len()),
                 counts: vec![0; jobs.len()],
                 index: HashMap::default(),
                 dups: HashMap::default(),
                 input: InputCounts::default(),
                 row_errors: Vec::new(),
-                last_job: (String::new(), NONE),
             },
             out_local: HashMap::default(),
-            last_job: (String::new(), NONE),
             last_slot: (NONE, NO_TIME, NONE),
             last_run: (String::new(), NONE),
             digests: HashMap::default(),
@@ -413,35 +437,17 @@ impl Auditor {
     }
 
     fn job_id(&mut self, name: &str) -> u32 {
-        if self.last_job.1 != NONE && self.last_job.0 == name {
-            return self.last_job.1;
+        let (id, new) = self.names.id(name);
+        if new {
+            self.states.push(JobState {
+                display: name.to_owned(),
+                manifest: None,
+                rows: 0,
+                outputs: 0,
+                skips: 0,
+                start_events: 0,
+            });
         }
-        let id = self.job_id_uncached(name);
-        self.last_job.0.clear();
-        self.last_job.0.push_str(name);
-        self.last_job.1 = id;
-        id
-    }
-
-    fn job_id_uncached(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.by_name.get(name) {
-            return id;
-        }
-        let id = match self.declared.get(name) {
-            Some(&m) => m as u32,
-            None => {
-                self.states.push(JobState {
-                    display: name.to_owned(),
-                    manifest: None,
-                    rows: 0,
-                    outputs: 0,
-                    skips: 0,
-                    start_events: 0,
-                });
-                (self.states.len() - 1) as u32
-            }
-        };
-        self.by_name.insert(name.to_owned(), id);
         id
     }
 
@@ -705,16 +711,12 @@ impl Auditor {
         OutputTally {
             from: self.opts.from,
             to: self.opts.to,
-            declared: self.declared.clone(),
-            n_declared: self.jobs.len() as u32,
-            by_name: HashMap::default(),
-            undeclared: Vec::new(),
+            names: JobNames::new(self.names.declared.clone(), self.jobs.len()),
             counts: vec![0; self.jobs.len()],
             index: HashMap::default(),
             dups: HashMap::default(),
             input: InputCounts::default(),
             row_errors: Vec::new(),
-            last_job: (String::new(), NONE),
         }
     }
 
@@ -737,15 +739,16 @@ impl Auditor {
         let n_local = self.outputs.counts.len();
         let mut local_to_global = Vec::with_capacity(n_local);
         for l in 0..n_local {
-            let g = if l < self.outputs.n_declared as usize {
-                l as u32
-            } else {
-                let name = self.outputs.undeclared[l - self.outputs.n_declared as usize].clone();
-                if self.outputs.counts[l] == 0 {
+            let g = match self.outputs.names.undeclared_name(l as u32) {
+                None => l as u32,
+                Some(_) if self.outputs.counts[l] == 0 => {
                     local_to_global.push(NONE);
                     continue;
                 }
-                self.job_id(&name)
+                Some(name) => {
+                    let name = name.to_owned();
+                    self.job_id(&name)
+                }
             };
             local_to_global.push(g);
             self.states[g as usize].outputs += self.outputs.counts[l];
