@@ -28,6 +28,29 @@ pub struct Config {
     pub thresholds: Thresholds,
     #[serde(default)]
     pub files: Files,
+    #[serde(default)]
+    pub sources: Sources,
+}
+
+/// How registration sources are recognised and read (SPEC 3.6), beyond their usual names.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Sources {
+    /// Globs (relative to the config's folder) of files read as crontabs.
+    #[serde(default)]
+    pub crontab: Vec<String>,
+    /// Globs of files read as PM2 ecosystem files.
+    #[serde(default)]
+    pub pm2: Vec<String>,
+    /// Globs of files read as Kubernetes manifests.
+    #[serde(default)]
+    pub kubernetes: Vec<String>,
+    /// IANA zone of crontab lines without `CRON_TZ=` (default UTC).
+    #[serde(default)]
+    pub crontab_timezone: Option<String>,
+    /// Globs of system-format crontabs (a user column between schedule and command).
+    #[serde(default)]
+    pub crontab_user_column: Vec<String>,
 }
 
 /// Numbers the rules compare against.
@@ -91,6 +114,30 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// True when `path` (relative to the config's folder, else to the current directory)
+    /// matches one of `globs`.
+    pub fn matches(&self, globs: &[String], path: &Path) -> bool {
+        if globs.is_empty() {
+            return false;
+        }
+        let base = self
+            .path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default();
+        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let rel = abs.strip_prefix(&base).unwrap_or(&abs);
+        let mut b = globset::GlobSetBuilder::new();
+        for g in globs {
+            if let Ok(g) = globset::Glob::new(g) {
+                b.add(g);
+            }
+        }
+        b.build().is_ok_and(|set| set.is_match(rel))
+    }
+
     /// The severity a rule reports at, or `None` when it is turned off.
     pub fn severity(&self, code: &str, name: &str, default: Severity) -> Option<Severity> {
         let level = self
@@ -186,7 +233,17 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     };
     let min_retention = dur(&t.min_snapshot_retention, "min_snapshot_retention")?;
     let drill_cadence = dur(&t.drill_cadence, "drill_cadence")?;
-    for glob in config.files.include.iter().chain(&config.files.exclude) {
+    let src = &config.sources;
+    for glob in config
+        .files
+        .include
+        .iter()
+        .chain(&config.files.exclude)
+        .chain(&src.crontab)
+        .chain(&src.pm2)
+        .chain(&src.kubernetes)
+        .chain(&src.crontab_user_column)
+    {
         if let Err(e) = globset::Glob::new(glob) {
             return Err(bad(format!("files: bad glob `{glob}`: {e}"), glob));
         }

@@ -573,7 +573,7 @@ pub fn lint_source(
     bytes: &[u8],
     opts: &super::LintOptions,
 ) -> super::FileLint {
-    let read = crate::sources::read(kind, path, bytes);
+    let read = crate::sources::read(kind, path, bytes, &opts.read_options(path));
     let mut file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
     let mut findings = Vec::new();
     for root in &read.roots {

@@ -118,6 +118,17 @@ pub struct LintOptions {
     pub now: jiff::Timestamp,
 }
 
+impl LintOptions {
+    /// What `[sources]` says about reading `path` (SPEC 3.6).
+    pub fn read_options(&self, path: &Path) -> crate::sources::ReadOptions {
+        let src = &self.settings.config.sources;
+        crate::sources::ReadOptions {
+            crontab_timezone: src.crontab_timezone.clone(),
+            crontab_user_column: self.settings.matches(&src.crontab_user_column, path),
+        }
+    }
+}
+
 /// The result of a lint run: every file read, every finding (suppressed ones included,
 /// marked), and the paths that could not be read at all.
 pub struct LintRun {

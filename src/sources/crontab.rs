@@ -5,7 +5,7 @@
 //! command (cron feeds the rest to stdin). A line that is neither is a BG609 finding:
 //! a registration that cannot be read might be the duplicate.
 
-use super::{At, Problem, Read, Registration, SourceKind, Span};
+use super::{At, Problem, Read, ReadOptions, Registration, SourceKind, Span};
 use std::path::Path;
 
 pub fn is_crontab_path(path: &Path) -> bool {
@@ -74,8 +74,8 @@ fn before_percent(cmd: &str) -> &str {
     cmd
 }
 
-pub fn read(path: &Path, text: &str) -> Read {
-    let user_column = in_cron_d(path);
+pub fn read(path: &Path, text: &str, opts: &ReadOptions) -> Read {
+    let user_column = opts.crontab_user_column || in_cron_d(path);
     let mut out = Read::default();
     let mut tz: Option<At<String>> = None;
     let mut offset = 0;
@@ -151,6 +151,8 @@ pub fn read(path: &Path, text: &str) -> Read {
             cluster: false,
             kube: None,
             tie,
+            workdir: None,
+            namespace: None,
         });
     }
     out
@@ -163,7 +165,11 @@ mod tests {
     #[test]
     fn reads_env_lines_macros_and_user_column() {
         let text = "MAILTO=ops@example.com\nCRON_TZ=Asia/Seoul\n# nightly\n0 2 * * * root cd /srv && node jobs/a.js --x %stdin\n@daily root flock -n /l node b.js\n@reboot root node c.js\n";
-        let r = read(Path::new("etc/cron.d/billing"), text);
+        let r = read(
+            Path::new("etc/cron.d/billing"),
+            text,
+            &ReadOptions::default(),
+        );
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         assert_eq!(r.registrations.len(), 2);
         let a = &r.registrations[0];
@@ -180,7 +186,7 @@ mod tests {
 
     #[test]
     fn a_short_line_is_reported() {
-        let r = read(Path::new("crontab"), "0 2 * *\n");
+        let r = read(Path::new("crontab"), "0 2 * *\n", &ReadOptions::default());
         assert_eq!(r.problems.len(), 1);
         assert_eq!(r.problems[0].code, "BG609");
     }

@@ -218,6 +218,8 @@ fn cronjob(root: &Node) -> Option<Registration> {
         kube: Some(kube),
         tie,
         wrapped,
+        workdir: None,
+        namespace: None,
     })
 }
 

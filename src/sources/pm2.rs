@@ -236,6 +236,8 @@ fn app_registration(
         cluster,
         kube: None,
         tie,
+        workdir: None,
+        namespace: None,
     })
 }
 
