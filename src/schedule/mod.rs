@@ -31,9 +31,10 @@ use std::ops::Range;
 use std::str::FromStr;
 
 /// Which scheduler's reading of a cron expression applies (SPEC 4 table).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dialect {
     /// Debian cron / Vixie / cronie; vectors from cronsim.
+    #[default]
     Crontab,
     /// robfig/cron v3 standard parser, as Kubernetes CronJobs use it.
     Kubernetes,

@@ -151,8 +151,7 @@ pub fn read(path: &Path, text: &str, opts: &ReadOptions) -> Read {
             cluster: false,
             kube: None,
             tie,
-            workdir: None,
-            namespace: None,
+            ..Registration::default()
         });
     }
     out

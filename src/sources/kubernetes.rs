@@ -218,8 +218,7 @@ fn cronjob(root: &Node) -> Option<Registration> {
         kube: Some(kube),
         tie,
         wrapped,
-        workdir: None,
-        namespace: None,
+        ..Registration::default()
     })
 }
 

@@ -18,8 +18,9 @@ pub use command::{batchguard_tie, effective_argv, is_wrapped, split_words, strip
 use std::path::Path;
 
 /// Which kind of source a registration came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SourceKind {
+    #[default]
     Kubernetes,
     Pm2,
     Crontab,
@@ -72,8 +73,9 @@ pub struct KubeFields {
     pub suspend: Option<At<bool>>,
 }
 
-/// One place a job is registered to run on a schedule.
-#[derive(Clone, Debug, PartialEq)]
+/// One place a job is registered to run on a schedule. Readers fill what their source
+/// says and leave the rest to `..Registration::default()`.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Registration {
     pub kind: SourceKind,
     /// Index into the lint run's files (0 until the run renumbers it).
@@ -103,6 +105,12 @@ pub struct Registration {
     /// Kubernetes `metadata.namespace`: CronJobs in different namespaces are never
     /// duplicates of each other (SPEC 3.6).
     pub namespace: Option<At<String>>,
+    /// The zone is not written in the source but assumed (a crontab line without
+    /// `CRON_TZ=`: `[sources] crontab_timezone`, else UTC); messages that rely on it say so.
+    pub zone_assumed: bool,
+    /// Environment entries the source sets for the command (Kubernetes `env[]` with a
+    /// literal `value`, PM2 `env`), name and value located, for BG801.
+    pub env: Vec<(At<String>, At<String>)>,
 }
 
 impl Registration {

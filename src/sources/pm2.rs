@@ -236,8 +236,7 @@ fn app_registration(
         cluster,
         kube: None,
         tie,
-        workdir: None,
-        namespace: None,
+        ..Registration::default()
     })
 }
 
