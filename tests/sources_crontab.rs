@@ -228,7 +228,7 @@ fn a_non_utf8_byte_in_a_command_is_bg610_and_the_rest_is_read() {
     let f = findings(&v, "BG610");
     assert_eq!(f.len(), 1, "{v}");
     assert_eq!(f[0]["line"], 1, "{v}");
-    assert_eq!(f[0]["column"], 37, "{v}");
+    assert_eq!(f[0]["column"], 40, "{v}");
     assert!(message(f[0]).contains("not UTF-8"), "{v}");
     assert_eq!(f[0]["severity"], "warning");
     // The other line is still read (and unguarded).
