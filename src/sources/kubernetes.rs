@@ -309,6 +309,29 @@ mod tests {
     }
 
     #[test]
+    fn go_template_text_in_a_plain_cronjob_is_read() {
+        // `docker ps --format '{{.Names}}'` is an argument, not a Helm template.
+        let text = "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: ps}\nspec:\n  schedule: \"0 * * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          containers:\n            - name: c\n              args: [\"docker ps --format '{{.Names}}'\"]\n";
+        let r = read(text);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.registrations.len(), 1);
+    }
+
+    #[test]
+    fn one_bg609_counts_the_template_documents() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\nkind: CronJob\nmetadata:\n  name: \"{{ .Release.Name }}\"\nspec: {schedule: \"0 * * * *\"}\n";
+        let r = read(text);
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        assert!(
+            r.problems[0].message.contains("1 of 2 YAML document "),
+            "{}",
+            r.problems[0].message
+        );
+        assert_eq!(&text[r.problems[0].span.start..][..2], "{{");
+        assert!(r.registrations.is_empty());
+    }
+
+    #[test]
     fn lists_hold_cronjobs() {
         let text = "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: batch/v1\n    kind: CronJob\n    metadata: {name: a}\n    spec: {schedule: \"0 * * * *\"}\n";
         let r = read(text);
