@@ -74,7 +74,10 @@ fn busybox_star_cron_and_cron_d_files_are_crontabs() {
         "etc/crontabs/root",
         "var/spool/cron/crontabs/www-data",
     ] {
-        assert!(sources::is_source_name(Path::new(yes)), "{yes} is a crontab");
+        assert!(
+            sources::is_source_name(Path::new(yes)),
+            "{yes} is a crontab"
+        );
     }
     for no in [
         "etc/cron.d/.placeholder",
@@ -88,7 +91,10 @@ fn busybox_star_cron_and_cron_d_files_are_crontabs() {
         "src/cron.rs",
         ".cron",
     ] {
-        assert!(!sources::is_source_name(Path::new(no)), "{no} is no crontab");
+        assert!(
+            !sources::is_source_name(Path::new(no)),
+            "{no} is no crontab"
+        );
     }
 }
 
@@ -148,7 +154,11 @@ fn recognition_decides_by_the_whole_file() {
     );
     assert_eq!(commands(&r), [["/srv/app/jobs/settle.js"]]);
     // Without any sign, `node` is the program.
-    let r = crontab("crontab", b"0 * * * * node /srv/app/jobs/settle.js\n", &opts);
+    let r = crontab(
+        "crontab",
+        b"0 * * * * node /srv/app/jobs/settle.js\n",
+        &opts,
+    );
     assert_eq!(commands(&r), [["node", "/srv/app/jobs/settle.js"]]);
     // `root` on one line decides for the others.
     let r = crontab(
@@ -299,7 +309,11 @@ fn crontab_timezone_is_the_assumed_zone() {
     let g = only(&r);
     assert_eq!(g.zone(), "UTC");
     assert!(g.zone_assumed);
-    let r = crontab("crontab", b"CRON_TZ=Asia/Seoul\n0 2 * * * /bin/a\n", &berlin);
+    let r = crontab(
+        "crontab",
+        b"CRON_TZ=Asia/Seoul\n0 2 * * * /bin/a\n",
+        &berlin,
+    );
     let g = only(&r);
     assert_eq!(g.zone(), "Asia/Seoul");
     assert!(!g.zone_assumed);

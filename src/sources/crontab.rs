@@ -97,7 +97,9 @@ fn user_column(path: &Path, lines: &[Line], opts: &ReadOptions) -> bool {
     if parent_is(path, "crontabs") {
         return false;
     }
-    let header = lines.iter().any(|l| l.kind == Kind::Comment && is_user_header(l.body));
+    let header = lines
+        .iter()
+        .any(|l| l.kind == Kind::Comment && is_user_header(l.body));
     let mut evidence = lines.iter().filter_map(|l| match l.kind {
         Kind::Job { sched_fields } => {
             let mut words = l.body.split_ascii_whitespace().skip(sched_fields);
@@ -133,13 +135,73 @@ enum Evidence {
 
 /// Shell words and programs that start commands and are nobody's user name.
 const PROGRAMS: &[&str] = &[
-    "cd", "exec", "export", "test", "[", "[[", "if", "for", "while", "case", "set", "source",
-    "echo", "printf", "sleep", "true", "false", "flock", "batchguard", "timeout", "nice",
-    "ionice", "nohup", "env", "run-parts", "sudo", "su", "gosu", "su-exec", "chpst",
-    "setuidgid", "sh", "bash", "dash", "zsh", "ksh", "php", "python", "python2", "python3",
-    "perl", "ruby", "java", "npm", "npx", "yarn", "pnpm", "curl", "wget", "rsync", "find",
-    "rm", "cp", "mv", "tar", "gzip", "make", "docker", "kubectl", "certbot", "logrotate",
-    "wp", "drush", "mysqldump", "pg_dump", "psql", "artisan",
+    "cd",
+    "exec",
+    "export",
+    "test",
+    "[",
+    "[[",
+    "if",
+    "for",
+    "while",
+    "case",
+    "set",
+    "source",
+    "echo",
+    "printf",
+    "sleep",
+    "true",
+    "false",
+    "flock",
+    "batchguard",
+    "timeout",
+    "nice",
+    "ionice",
+    "nohup",
+    "env",
+    "run-parts",
+    "sudo",
+    "su",
+    "gosu",
+    "su-exec",
+    "chpst",
+    "setuidgid",
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "ksh",
+    "php",
+    "python",
+    "python2",
+    "python3",
+    "perl",
+    "ruby",
+    "java",
+    "npm",
+    "npx",
+    "yarn",
+    "pnpm",
+    "curl",
+    "wget",
+    "rsync",
+    "find",
+    "rm",
+    "cp",
+    "mv",
+    "tar",
+    "gzip",
+    "make",
+    "docker",
+    "kubectl",
+    "certbot",
+    "logrotate",
+    "wp",
+    "drush",
+    "mysqldump",
+    "pg_dump",
+    "psql",
+    "artisan",
 ];
 
 /// Words that are both common user names and programs.
@@ -203,7 +265,9 @@ fn is_user_header(comment: &str) -> bool {
     let user = words
         .iter()
         .any(|w| matches!(*w, "user" | "user-name" | "username" | "usr"));
-    let command = words.iter().any(|w| w.starts_with("command") || *w == "cmd");
+    let command = words
+        .iter()
+        .any(|w| w.starts_with("command") || *w == "cmd");
     let schedule = words
         .iter()
         .any(|w| matches!(*w, "dow" | "*" | "m" | "min" | "minute" | "wday"));
@@ -229,11 +293,7 @@ fn env_assignment(line: &str) -> Option<(&str, &str, usize)> {
     let value = raw.trim_end();
     let value = ['"', '\'']
         .iter()
-        .find_map(|q| {
-            value
-                .strip_prefix(*q)
-                .and_then(|v| v.strip_suffix(*q))
-        })
+        .find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q)))
         .unwrap_or(value);
     Some((name, value, offset))
 }

@@ -81,8 +81,20 @@ fn shift(node: &mut Node, by: usize) {
 
 /// Helm's own words: a document that uses them is a template even when it parses.
 const HELM_MARKERS: &[&str] = &[
-    ".Values", ".Release.", ".Chart.", ".Capabilities.", ".Files.", "{{-", "-}}", "{{ include ",
-    "{{ template ", "{{ if ", "{{ range ", "{{ with ", "{{ end", "{{/*",
+    ".Values",
+    ".Release.",
+    ".Chart.",
+    ".Capabilities.",
+    ".Files.",
+    "{{-",
+    "-}}",
+    "{{ include ",
+    "{{ template ",
+    "{{ if ",
+    "{{ range ",
+    "{{ with ",
+    "{{ end",
+    "{{/*",
 ];
 
 /// Where a document's first template action starts, when it is a template.
@@ -238,7 +250,9 @@ fn cronjob(root: &Node) -> Option<Registration> {
         suspend: field(&["suspend"]).and_then(bool_at),
     };
     let wrapped = super::is_wrapped(&command);
-    let workdir = container.and_then(|c| get(c, "workingDir")).and_then(str_at);
+    let workdir = container
+        .and_then(|c| get(c, "workingDir"))
+        .and_then(str_at);
     let namespace = path(root, &["metadata", "namespace"]).and_then(str_at);
     Some(Registration {
         kind: SourceKind::Kubernetes,
