@@ -248,6 +248,14 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
             return Err(bad(format!("files: bad glob `{glob}`: {e}"), glob));
         }
     }
+    if let Some(zone) = &src.crontab_timezone
+        && jiff::tz::TimeZone::get(zone).is_err()
+    {
+        return Err(bad(
+            format!("sources.crontab_timezone: `{zone}` is not an IANA time zone name"),
+            zone,
+        ));
+    }
     Ok(Settings {
         config,
         path: Some(path.to_owned()),

@@ -727,6 +727,7 @@ fn schedule_rules(
         gap_12m: std::sync::OnceLock::new(),
     };
     let line = file.line_col(reg.span.start).0;
+    let before = out.len();
     for rule in super::registry::job_rules()
         .iter()
         .filter(|r| REGISTRATION_SCHEDULE_RULES.contains(&r.meta().code))
@@ -737,9 +738,15 @@ fn schedule_rules(
             service: "",
             job: Some(&reg.label),
             job_line: Some(line),
-            out,
+            out: &mut *out,
         };
         rule.check_job(&cx, &mut em);
+    }
+    if reg.zone_assumed {
+        // BG103 speaks of the zone: say that it was assumed, not written.
+        for f in out.iter_mut().skip(before).filter(|f| f.code == "BG103") {
+            f.message.push_str(&format!("; zone: {}", reg.zone_label()));
+        }
     }
 }
 

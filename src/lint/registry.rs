@@ -45,6 +45,7 @@ static RULES: &[&dyn Rule] = &[
     &bg607_crontab_unguarded::CrontabUnguarded,
     &bg608_registration_drift::RegistrationDrift,
     &bg609_source_not_read::SourceNotRead,
+    &bg610_crontab_format::CrontabFormat,
     &bg701_unknown_dependency::UnknownDependency,
     &bg702_dependency_cycle::DependencyCycle,
     &bg703_dependency_order::DependencyOrder,

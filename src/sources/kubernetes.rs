@@ -7,8 +7,14 @@
 //! expansion 100,000 events) and the whole file is bounded by the 8 MiB size limit.
 //!
 //! A CronJob document without `spec.schedule` is a patch (kustomize) and registers
-//! nothing. A document that does not parse and contains `{{` is a Helm / Go template:
-//! BG609 (not read; lint the rendered output) rather than BG001.
+//! nothing. A Helm / Go template document (one that does not parse and contains `{{`, or
+//! that parses but uses Helm's `.Values`, `.Release`, `.Chart`, `include`, `{{-` …, whose
+//! values are not final until rendered) is not read: one BG609 per file, located on the
+//! first template and counting the documents left unread, rather than BG001 per document.
+//!
+//! `metadata.namespace` and the first container's `workingDir` are kept (located): CronJobs
+//! in different namespaces are never duplicates, and the working directory resolves the
+//! command's relative paths.
 
 use super::{At, KubeFields, Problem, Read, Registration, SourceKind, Tie, get, int_at, str_at};
 use crate::manifest::yaml::{self, Node, Span, Value};
@@ -73,13 +79,46 @@ fn shift(node: &mut Node, by: usize) {
     }
 }
 
+/// Helm's own words: a document that uses them is a template even when it parses.
+const HELM_MARKERS: &[&str] = &[
+    ".Values",
+    ".Release.",
+    ".Chart.",
+    ".Capabilities.",
+    ".Files.",
+    "{{-",
+    "-}}",
+    "{{ include ",
+    "{{ template ",
+    "{{ if ",
+    "{{ range ",
+    "{{ with ",
+    "{{ end",
+    "{{/*",
+];
+
+/// Where a document's first template action starts, when it is a template.
+fn template_at(doc: &str, parses: bool) -> Option<usize> {
+    let at = doc.find("{{")?;
+    (!parses || HELM_MARKERS.iter().any(|m| doc.contains(m))).then_some(at)
+}
+
 pub fn read(text: &str) -> Read {
     let mut out = Read::default();
-    for (start, end) in documents(text) {
+    let docs = documents(text);
+    let total = docs.len();
+    let mut templates: Vec<usize> = Vec::new();
+    for (start, end) in docs {
         let Some(doc) = text.get(start..end) else {
             continue;
         };
-        match yaml::parse(doc) {
+        let parsed = yaml::parse(doc);
+        if let Some(at) = template_at(doc, parsed.is_ok()) {
+            // A Helm / Go template is not YAML, or not its final values, until rendered.
+            templates.push(start + at);
+            continue;
+        }
+        match parsed {
             Ok(mut root) => {
                 shift(&mut root, start);
                 // `kind: List` (what `kubectl get -o yaml` prints) holds its objects in `items`.
@@ -103,15 +142,6 @@ pub fn read(text: &str) -> Read {
                     }
                 }
             }
-            Err(_) if doc.contains("{{") => {
-                // A Helm / Go template is not YAML until rendered.
-                out.problems.push(Problem {
-                    code: "BG609",
-                    span: Span::new(start, 0),
-                    message: "this CronJob file is a template (`{{ … }}`) and is not YAML until rendered, so it was not read".into(),
-                    help: "lint the rendered manifests (`helm template … > rendered.yaml`); a duplicate may hide in this one".into(),
-                });
-            }
             Err(err) => {
                 let (code, message, help) = yaml::classify_error(&err);
                 let mut span = yaml::error_span(&err, doc);
@@ -124,6 +154,27 @@ pub fn read(text: &str) -> Read {
                 });
             }
         }
+    }
+    if let Some(&first) = templates.first() {
+        let n = templates.len();
+        let (docs, are, they) = if n == 1 {
+            ("document", "is", "it was")
+        } else {
+            ("documents", "are", "they were")
+        };
+        let of = if n == total {
+            String::new()
+        } else {
+            format!(" of {total}")
+        };
+        out.problems.push(Problem {
+            code: "BG609",
+            span: Span::new(first, 2),
+            message: format!(
+                "this file is a Helm / Go template: {n}{of} YAML {docs} (`{{{{ … }}}}`) {are} not YAML, or not final, until rendered, so {they} not read"
+            ),
+            help: "lint the rendered manifests (`helm template … > rendered.yaml`); a duplicate may hide in this one".into(),
+        });
     }
     out
 }
@@ -199,6 +250,10 @@ fn cronjob(root: &Node) -> Option<Registration> {
         suspend: field(&["suspend"]).and_then(bool_at),
     };
     let wrapped = super::is_wrapped(&command);
+    let workdir = container
+        .and_then(|c| get(c, "workingDir"))
+        .and_then(str_at);
+    let namespace = path(root, &["metadata", "namespace"]).and_then(str_at);
     Some(Registration {
         kind: SourceKind::Kubernetes,
         file: 0,
@@ -218,6 +273,8 @@ fn cronjob(root: &Node) -> Option<Registration> {
         kube: Some(kube),
         tie,
         wrapped,
+        workdir,
+        namespace,
         ..Registration::default()
     })
 }
@@ -263,6 +320,29 @@ mod tests {
             "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  suspend: true\n",
         );
         assert!(r.problems.is_empty() && r.registrations.is_empty());
+    }
+
+    #[test]
+    fn go_template_text_in_a_plain_cronjob_is_read() {
+        // `docker ps --format '{{.Names}}'` is an argument, not a Helm template.
+        let text = "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: ps}\nspec:\n  schedule: \"0 * * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          containers:\n            - name: c\n              args: [\"docker ps --format '{{.Names}}'\"]\n";
+        let r = read(text);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.registrations.len(), 1);
+    }
+
+    #[test]
+    fn one_bg609_counts_the_template_documents() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\nkind: CronJob\nmetadata:\n  name: \"{{ .Release.Name }}\"\nspec: {schedule: \"0 * * * *\"}\n";
+        let r = read(text);
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        assert!(
+            r.problems[0].message.contains("1 of 2 YAML document "),
+            "{}",
+            r.problems[0].message
+        );
+        assert_eq!(&text[r.problems[0].span.start..][..2], "{{");
+        assert!(r.registrations.is_empty());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!
 //! Reading never fails: a file that looks like a source but cannot be parsed or evaluated
 //! becomes a located [`Problem`] (BG001 for YAML syntax, BG006 for limits, BG609 when the
-//! source could not be read at all), never a silent skip.
+//! source could not be read at all, BG610 for crontab lines cron misreads), never a silent
+//! skip.
 
 pub mod command;
 pub mod crontab;
@@ -132,6 +133,21 @@ impl Registration {
     pub fn zone(&self) -> &str {
         self.timezone.as_ref().map_or("UTC", |t| t.value.as_str())
     }
+
+    /// The zone as messages show it: an assumed zone says so and where it came from.
+    pub fn zone_label(&self) -> String {
+        match (self.zone_assumed, &self.timezone) {
+            (false, _) => self.zone().to_owned(),
+            (true, Some(z)) => format!(
+                "{} (from [sources] crontab_timezone: no CRON_TZ= line)",
+                z.value
+            ),
+            (true, None) => format!(
+                "{} (assumed: no CRON_TZ= line; set [sources] crontab_timezone)",
+                self.zone()
+            ),
+        }
+    }
 }
 
 /// A problem found while reading a source, located in its file.
@@ -204,16 +220,16 @@ pub fn read(kind: SourceKind, path: &Path, bytes: &[u8], opts: &ReadOptions) -> 
             ..Read::default()
         };
     }
+    if kind == SourceKind::Crontab {
+        // cron reads bytes: a byte that is not UTF-8 costs its line, not the file.
+        return crontab::read_bytes(path, bytes, opts);
+    }
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t.to_owned(),
         Err(e) => {
             return Read {
                 problems: vec![Problem {
-                    code: if kind == SourceKind::Crontab {
-                        "BG609"
-                    } else {
-                        "BG001"
-                    },
+                    code: "BG001",
                     span: Span::new(e.valid_up_to(), 1),
                     message: format!(
                         "the file is not valid UTF-8 (byte {} is not part of a character)",

@@ -7,11 +7,18 @@ declare_rule! {
     /// Checks that a Kubernetes CronJob sets `startingDeadlineSeconds`.
     ///
     /// ## Why it matters
-    /// Without it, a slot missed while the controller was down or the cluster was full is
-    /// started whenever Kubernetes gets to it, however late, and a CronJob that missed more
-    /// than 100 slots stops being scheduled at all. The source article asks that a batch be
-    /// judged by "did every slot run exactly once": a deadline makes a late slot a visible
-    /// miss instead of a surprise run at the wrong time.
+    /// When the CronJob controller could not start a slot on time (it was down, or the
+    /// API server or the cluster was), it starts only the most recent missed slot, and
+    /// earlier missed slots are dropped without a Job. Without a deadline that slot starts
+    /// however late: the 02:00 settlement runs at 09:40, in business hours, next to the
+    /// 10:00 slot. With `startingDeadlineSeconds`, a slot that cannot start within the
+    /// deadline is skipped with a `MissSchedule` event: a visible miss, which the runbook
+    /// recovers, instead of a surprise run at the wrong time. The source article asks that
+    /// a batch be judged by "did every slot run exactly once".
+    ///
+    /// (Controllers before Kubernetes 1.21 stopped scheduling a CronJob that had missed
+    /// more than 100 slots; today's controller only records a `TooManyMissedTimes` warning
+    /// and still starts the most recent slot. The deadline also bounds that count.)
     ///
     /// ## Example
     /// ```yaml
@@ -32,7 +39,7 @@ declare_rule! {
         name: "k8s-missing-starting-deadline",
         severity: Warning,
         summary: "a Kubernetes CronJob without `startingDeadlineSeconds`",
-        help: "set spec.startingDeadlineSeconds (for example 300) so a missed slot is not started arbitrarily late",
+        help: "set spec.startingDeadlineSeconds (for example 300): a slot that cannot start in time is then skipped with a MissSchedule event instead of running late",
     }
 }
 
@@ -48,7 +55,7 @@ impl Rule for K8sMissingStartingDeadline {
             out.emit(
                 cx.reg.span,
                 format!(
-                    "{}: no startingDeadlineSeconds, so a missed slot may start arbitrarily late (and after 100 misses the CronJob stops)",
+                    "{}: no startingDeadlineSeconds, so after the controller missed slots it starts the most recent one however late (the earlier ones are dropped)",
                     cx.reg.label
                 ),
             );

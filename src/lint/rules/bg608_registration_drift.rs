@@ -66,7 +66,7 @@ impl Rule for RegistrationDrift {
                     reg.timezone.as_ref().map_or(reg.span, |t| t.span),
                     format!(
                         "timezone {} where the manifest declares {}",
-                        reg.zone(),
+                        reg.zone_label(),
                         job.zone()
                     ),
                 )
@@ -77,7 +77,7 @@ impl Rule for RegistrationDrift {
                         "`{}` ({}, {}) where the manifest declares `{}` ({}, {}): {} slots against {} in the next 12 months",
                         rs.value,
                         reg.dialect,
-                        reg.zone(),
+                        reg.zone_label(),
                         js.value,
                         job.dialect,
                         job.zone(),

@@ -40,6 +40,7 @@ pub mod bg606_pm2_cluster_cron;
 pub mod bg607_crontab_unguarded;
 pub mod bg608_registration_drift;
 pub mod bg609_source_not_read;
+pub mod bg610_crontab_format;
 pub mod bg701_unknown_dependency;
 pub mod bg702_dependency_cycle;
 pub mod bg703_dependency_order;

@@ -1,0 +1,45 @@
+use crate::declare_rule;
+use crate::lint::rule::{Rule, RuleMeta};
+
+declare_rule! {
+    /// ## What it does
+    /// Reports a crontab that cron reads differently from how it looks, once per problem
+    /// and file, on the first line concerned:
+    /// - CRLF line endings (`\r\n`): cron ends a line at `\n` and keeps the `\r`, so every
+    ///   command ends in a carriage return (`report\r: command not found`) and every env
+    ///   value (`MAILTO`, `CRON_TZ`) carries one;
+    /// - a last job line without a newline: cron drops a line that ends at the end of the
+    ///   file ("a file without a \n before the EOF is rude"), so that job never runs;
+    /// - a byte that is not UTF-8 in a job line (a latin-1 `é` in an argument). In the
+    ///   command, the line is still read, with `?` for the byte; before the command (the
+    ///   schedule or the user), cron cannot read it either and it registers nothing.
+    ///   Such bytes in comments are fine: cron ignores comments.
+    ///
+    /// ## Why it matters
+    /// The source article judges a batch by "did every slot run exactly once". A job that
+    /// never runs because of an editor's line ending is a silent miss on every slot, and a
+    /// crontab edited on Windows fails only once deployed, where the only trace is a
+    /// mail to a mailbox nobody reads.
+    ///
+    /// ## Example
+    /// ```text
+    /// 0 2 * * * flock -n /run/report.lock /usr/local/bin/report\r\n
+    /// 0 3 * * * flock -n /run/rotate.lock /usr/local/bin/rotate      (no newline at the end)
+    /// ```
+    ///
+    /// Use instead: LF line endings (`dos2unix crontab`, or `*crontab* text eol=lf` in
+    /// `.gitattributes`), a newline after the last line, UTF-8 text.
+    pub struct CrontabFormat {
+        code: "BG610",
+        name: "crontab-format",
+        severity: Warning,
+        summary: "a crontab that cron misreads: CRLF line endings (cron passes `\\r` to the command), a last line without a newline (cron ignores it), a byte that is not UTF-8 in a command",
+        help: "save the crontab as UTF-8 with LF line endings and a newline after the last line",
+    }
+}
+
+impl Rule for CrontabFormat {
+    fn meta(&self) -> &'static RuleMeta {
+        &Self::META
+    }
+}
