@@ -166,6 +166,7 @@ pub struct NotRead {
 
 /// The result of a lint run: every file read, every finding (suppressed ones included,
 /// marked), and the paths that could not be read at all.
+#[derive(Default)]
 pub struct LintRun {
     pub files: Vec<SourceFile>,
     /// For each of `files`, what it was read as and what it gave.
