@@ -365,7 +365,11 @@ fn explicit_non_sources_are_listed_as_not_read() {
 #[test]
 fn an_explicit_crontab_is_read_as_a_crontab() {
     let dir = tempfile::tempdir().expect("tmp");
-    write(dir.path(), "docker/crontab", "0 * * * * node /srv/jobs/settle.js\n");
+    write(
+        dir.path(),
+        "docker/crontab",
+        "0 * * * * node /srv/jobs/settle.js\n",
+    );
     let v = json_in(dir.path(), &["--list-files", "docker/crontab"]);
     assert_eq!(v["files"][0]["kind"], "crontab", "{v}");
     assert_eq!(v["files"][0]["registrations"], 1, "{v}");
@@ -454,7 +458,10 @@ fn list_files_prints_kinds_registrations_and_reasons() {
             .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
             .unwrap_or_default()
     };
-    assert_eq!(line("deploy/crontab"), "deploy/crontab crontab 2 registrations");
+    assert_eq!(
+        line("deploy/crontab"),
+        "deploy/crontab crontab 2 registrations"
+    );
     assert_eq!(
         line("ecosystem.config.json"),
         "ecosystem.config.json pm2 1 registration"

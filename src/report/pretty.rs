@@ -141,7 +141,9 @@ pub fn summary(run: &LintRun) -> String {
     if run.hidden_skipped > 0 {
         let n = run.hidden_skipped;
         let entries = if n == 1 { "entry" } else { "entries" };
-        s.push_str(&format!("; {n} hidden {entries} skipped (--hidden walks them)"));
+        s.push_str(&format!(
+            "; {n} hidden {entries} skipped (--hidden walks them)"
+        ));
     }
     s.push('\n');
     s

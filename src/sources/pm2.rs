@@ -491,9 +491,7 @@ fn app_registration(app: &Node, i: usize, name: Option<&At<String>>, loc: &Locat
     let cluster = match pick(app, &EXEC_MODE).and_then(str_at) {
         _ if forced_fork => false,
         Some(m) => m.value.starts_with("cluster"),
-        None => {
-            pm2_n.is_some_and(|n| n >= 0 || n == -1) && runs_on_node(interpreter.as_deref())
-        }
+        None => pm2_n.is_some_and(|n| n >= 0 || n == -1) && runs_on_node(interpreter.as_deref()),
     };
     let workdir = pick(app, &CWD).and_then(|n| {
         str_at(n).map(|s| At {
@@ -713,3 +711,169 @@ const file = process.argv[1];
     )
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Registration {
+        let r = read(Path::new("ecosystem.config.json"), text);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.registrations.len(), 1, "{:?}", r.registrations);
+        r.registrations
+            .into_iter()
+            .next()
+            .expect("one registration")
+    }
+
+    #[test]
+    fn instances_are_reproducible() {
+        assert_eq!(instances_of(&Value::Str("max".into())), 4);
+        assert_eq!(instances_of(&Value::Int(-1)), 3);
+        assert_eq!(instances_of(&Value::Int(-9)), 1);
+        assert_eq!(instances_of(&Value::Int(0)), 4);
+        assert_eq!(instances_of(&Value::Int(2)), 2);
+        assert_eq!(instances_of(&Value::Str("3".into())), 3);
+        // PM2: parseInt(s) || 0, and 0 is one per core.
+        assert_eq!(instances_of(&Value::Str("lots".into())), 4);
+        assert_eq!(instances_of(&Value::Bool(true)), 1);
+    }
+
+    #[test]
+    fn instances_are_described_as_written() {
+        assert_eq!(
+            describe_instances("\"max\"", 4),
+            "`instances: max` (counted as 4 cores)"
+        );
+        assert_eq!(
+            describe_instances("-1", 3),
+            "`instances: -1` (cores minus 1, counted as 3 of 4 cores)"
+        );
+        assert_eq!(describe_instances("2", 2), "2 instances");
+    }
+
+    #[test]
+    fn names_pm2_reads() {
+        for yes in [
+            "ecosystem.config.js",
+            "ecosystem.config.mjs",
+            "ecosystem.config.yml",
+            "ecosystem.production.config.cjs",
+            "ecosystem.json",
+            "process.json",
+            "process.yml",
+            "process.yaml",
+            "process.config.js",
+            "billing.pm2.json",
+        ] {
+            assert!(is_pm2_name(yes), "{yes}");
+        }
+        for no in ["package.json", "process.js", ".pm2.json", "ecosystem.js"] {
+            assert!(!is_pm2_name(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn json_apps_with_cron() {
+        let text = r#"{"apps": [{"name": "settle", "script": "jobs/settle.js", "args": "--all",
+          "cron_restart": "0 * * * *", "autorestart": false, "instances": "max", "exec_mode": "cluster"},
+          {"name": "web", "script": "server.js"}]}"#;
+        let a = one(text);
+        assert_eq!(a.command, ["node", "jobs/settle.js", "--all"]);
+        assert_eq!((a.instances, a.cluster), (4, true));
+        let s = a
+            .schedule
+            .as_ref()
+            .map(|s| &text[s.span.start..s.span.end()]);
+        assert_eq!(s, Some("\"0 * * * *\""));
+    }
+
+    #[test]
+    fn a_falsy_value_gives_way_to_the_alias() {
+        // PM2: `conf.cron_restart || (conf.cron_restart = app.cron)`.
+        let a = one(
+            r#"{"apps": [{"name": "a", "script": "a.js", "cron_restart": 0, "cron": "5 * * * *",
+              "autorestart": false}]}"#,
+        );
+        assert_eq!(a.schedule.map(|s| s.value).as_deref(), Some("5 * * * *"));
+        let a = one(
+            r#"{"apps": [{"name": "a", "command": "a.py", "cronRestart": "5 * * * *",
+              "autorestart": "false", "interpreter": "/usr/bin/python3"}]}"#,
+        );
+        assert_eq!(a.command, ["/usr/bin/python3", "a.py"]);
+    }
+
+    #[test]
+    fn interpreters_follow_pm2s_extension_map() {
+        let cmd = |script: &str| {
+            one(&format!(
+                r#"{{"apps": [{{"script": "{script}", "cron": "0 * * * *", "autorestart": false}}]}}"#
+            ))
+            .command
+        };
+        assert_eq!(cmd("jobs/report.py"), ["python", "jobs/report.py"]);
+        assert_eq!(cmd("jobs/sync.sh"), ["bash", "jobs/sync.sh"]);
+        assert_eq!(cmd("bin/settle"), ["bin/settle"]);
+        // A script with a space is `bash -c SCRIPT` under PM2: its own words.
+        assert_eq!(
+            cmd("php artisan schedule:run"),
+            ["php", "artisan", "schedule:run"]
+        );
+    }
+
+    #[test]
+    fn implicit_cluster_needs_instances_and_node() {
+        let cluster = |extra: &str| {
+            one(&format!(
+                r#"{{"apps": [{{"name": "a", "cron": "0 * * * *", "autorestart": false, {extra}}}]}}"#
+            ))
+            .cluster
+        };
+        assert!(cluster(r#""script": "a.js", "instances": 2"#));
+        assert!(cluster(r#""script": "a.js", "instances": "max""#));
+        assert!(!cluster(r#""script": "a.js""#));
+        assert!(!cluster(r#""script": "a.py", "instances": 2"#));
+        assert!(!cluster(r#""script": "a.js", "instances": -2"#));
+        assert!(cluster(
+            r#""script": "bin/www", "exec_interpreter": "node", "instances": 2"#
+        ));
+        assert!(!cluster(
+            r#""script": "a.js", "instances": 2, "exec_mode": "fork_mode""#
+        ));
+        assert!(!cluster(
+            r#""script": "a.js", "instances": 2, "execute_command": true"#
+        ));
+    }
+
+    #[test]
+    fn apps_from_pm2_key_top_level_list_and_single_app() {
+        for text in [
+            r#"{"pm2": [{"name": "a", "script": "a.js", "cron": "0 * * * *", "autorestart": false}]}"#,
+            r#"[{"name": "a", "script": "a.js", "cron": "0 * * * *", "autorestart": false}]"#,
+            r#"{"name": "a", "script": "a.js", "cron": "0 * * * *", "autorestart": false}"#,
+        ] {
+            assert_eq!(one(text).label, "PM2 app `a`", "{text}");
+        }
+        let r = read(Path::new("process.json"), r#"{"deploy": {}}"#);
+        assert_eq!(r.problems.len(), 1);
+        assert_eq!(r.problems[0].code, "BG609");
+    }
+
+    #[test]
+    fn restart_schedules_are_noted_not_registered() {
+        let r = read(
+            Path::new("ecosystem.config.json"),
+            r#"{"apps": [{"name": "web", "script": "server.js", "cron_restart": "0 3 * * *"}]}"#,
+        );
+        assert!(r.registrations.is_empty());
+        assert_eq!(r.notes.len(), 1);
+        assert!(r.notes[0].contains("PM2 app `web`"), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn unnamed_apps_take_pm2s_rendered_name() {
+        let a = one(
+            r#"{"apps": [{"script": "jobs/settle.js", "cron": "0 * * * *", "autorestart": false}]}"#,
+        );
+        assert_eq!(a.label, "PM2 app `settle`");
+    }
+}
