@@ -553,10 +553,11 @@ pub fn instances_of(v: &Value) -> u64 {
 /// with the count batchguard assumed (`instances: max (counted as 4 cores)`).
 pub fn describe_instances(written: &str, count: u64) -> String {
     let raw = written.trim().trim_matches(['"', '\'', '`']);
-    match pm2_instances(&Value::Str(raw.to_owned())) {
+    // Only a value as PM2 writes it (not, say, the app's name a span fell back to).
+    match raw.parse::<i128>() {
         _ if raw == "max" => format!("`instances: max` (counted as {ASSUMED_CORES} cores)"),
-        Some(0) => format!("`instances: 0` (one per core, counted as {ASSUMED_CORES} cores)"),
-        Some(n) if n < 0 && !raw.is_empty() => format!(
+        Ok(0) => format!("`instances: 0` (one per core, counted as {ASSUMED_CORES} cores)"),
+        Ok(n) if n < 0 => format!(
             "`instances: {raw}` (cores minus {}, counted as {count} of {ASSUMED_CORES} cores)",
             -n
         ),
@@ -749,6 +750,7 @@ mod tests {
             "`instances: -1` (cores minus 1, counted as 3 of 4 cores)"
         );
         assert_eq!(describe_instances("2", 2), "2 instances");
+        assert_eq!(describe_instances("settle", 4), "4 instances");
     }
 
     #[test]
