@@ -62,6 +62,14 @@ pub struct LintArgs {
     /// The moment rules that look ahead count from (RFC 3339), for reproducible runs.
     #[arg(long, value_parser = parse_timestamp)]
     pub now: Option<jiff::Timestamp>,
+    /// Also walk hidden files and folders (`.github/`, `.deploy/`); `.git` never.
+    #[arg(long)]
+    pub hidden: bool,
+    /// List every file read with its kind and what it registered, and every file seen but
+    /// not read with the reason (pretty: instead of the findings; json: a `files` array;
+    /// sarif/github: on stderr). The exit code is lint's.
+    #[arg(long)]
+    pub list_files: bool,
 }
 
 /// `batchguard slots`: a manifest job, or an expression with its dialect and zone.

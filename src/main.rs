@@ -85,13 +85,22 @@ fn lint_cmd(args: LintArgs) -> ExitCode {
         settings,
         now: args.now.unwrap_or_else(jiff::Timestamp::now),
     };
-    let run = lint::run(&opts);
-    print(&match args.format {
-        LintFormat::Pretty => report::pretty::render(&run, use_color()),
-        LintFormat::Json => report::json::render(&run),
-        LintFormat::Sarif => report::sarif::render(&run),
-        LintFormat::Github => report::github::render(&run),
+    let run = lint::run_with(
+        &opts,
+        lint::WalkOptions {
+            hidden: args.hidden,
+        },
+    );
+    print(&match (args.format, args.list_files) {
+        (LintFormat::Pretty, false) => report::pretty::render(&run, use_color()),
+        (LintFormat::Pretty, true) => report::pretty::list_files(&run),
+        (LintFormat::Json, list) => report::json::render_with(&run, list),
+        (LintFormat::Sarif, _) => report::sarif::render(&run),
+        (LintFormat::Github, _) => report::github::render(&run),
     });
+    if args.list_files && matches!(args.format, LintFormat::Sarif | LintFormat::Github) {
+        eprint!("{}", report::pretty::list_files(&run));
+    }
     for (path, why) in &run.unreadable {
         eprintln!("error: cannot read {}: {why}", path.display());
     }

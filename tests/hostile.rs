@@ -145,7 +145,7 @@ fn a_hundred_kilobyte_value_is_fine() {
         findings,
         jobs,
         unreadable: vec![],
-        project: Default::default(),
+        ..Default::default()
     };
     assert!(!report::pretty::render(&run, false).is_empty());
 }

@@ -421,7 +421,7 @@ fn an_es_module_ecosystem_file_is_read() {
     fs::write(dir.path().join("package.json"), "{\"type\": \"module\"}\n").expect("write");
     fs::write(
         dir.path().join("ecosystem.config.js"),
-        "export default {\n  apps: [{ name: \"settle\", script: \"jobs/settle.js\", cron_restart: \"0 * * * *\",\n    exec_mode: \"cluster\", instances: 2 }],\n};\n",
+        "export default {\n  apps: [{ name: \"settle\", script: \"jobs/settle.js\", cron_restart: \"0 * * * *\",\n    exec_mode: \"cluster\", instances: 2, autorestart: false }],\n};\n",
     )
     .expect("write");
     let v = json(dir.path(), None);

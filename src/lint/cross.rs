@@ -655,6 +655,7 @@ pub fn lint_source(
         jobs: 0,
         facts: Vec::new(),
         regs: read.registrations,
+        notes: read.notes,
     }
 }
 

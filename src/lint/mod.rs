@@ -129,18 +129,68 @@ impl LintOptions {
     }
 }
 
+/// What a file was read as (SPEC 8 `summary.sources`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FileKind {
+    Manifest,
+    Source(crate::sources::SourceKind),
+}
+
+impl FileKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileKind::Manifest => "manifest",
+            FileKind::Source(k) => k.as_str(),
+        }
+    }
+}
+
+/// What one file read gave, for `lint --list-files` and the summary.
+#[derive(Clone, Debug)]
+pub struct FileRead {
+    pub kind: FileKind,
+    /// Jobs a manifest declares.
+    pub jobs: usize,
+    /// Registrations a source holds.
+    pub registrations: usize,
+    /// What it holds that registers nothing (a PM2 restart schedule).
+    pub notes: Vec<String>,
+}
+
+/// A file seen but not read, and why (SPEC 3.6 "What was read").
+#[derive(Clone, Debug)]
+pub struct NotRead {
+    pub display: String,
+    pub reason: String,
+}
+
 /// The result of a lint run: every file read, every finding (suppressed ones included,
 /// marked), and the paths that could not be read at all.
+#[derive(Default)]
 pub struct LintRun {
     pub files: Vec<SourceFile>,
+    /// For each of `files`, what it was read as and what it gave.
+    pub read: Vec<FileRead>,
+    /// Files seen (named, or found by their name while walking) but not read: no source.
+    pub not_read: Vec<NotRead>,
+    /// Hidden files and folders the walk skipped (listed in `not_read` too); `--hidden`
+    /// walks them.
+    pub hidden_skipped: usize,
     pub findings: Vec<Finding>,
+    /// Distinct jobs: manifest jobs and registrations tied to none, every duplicated or
+    /// tied place counted once (the cross-file analysis's groups).
     pub jobs: usize,
+    pub registrations: usize,
     pub unreadable: Vec<(PathBuf, String)>,
     /// Manifest jobs and registrations, for the cross-file rules and `batchguard graph`.
     pub project: cross::Project,
 }
 
 impl LintRun {
+    /// Files read as `kind`.
+    pub fn files_of(&self, kind: FileKind) -> usize {
+        self.read.iter().filter(|r| r.kind == kind).count()
+    }
     pub fn count(&self, severity: Severity) -> usize {
         self.findings
             .iter()
@@ -191,47 +241,190 @@ fn looks_like_manifest(bytes: &[u8]) -> bool {
     version && jobs
 }
 
-/// A file to lint, and whether it was named explicitly (then it is linted whatever its name).
+/// Why a file that is neither a manifest nor a registration source is not read, from its
+/// name and the top-level `apiVersion`/`kind` of its documents.
+fn why_not_read(path: &Path, bytes: &[u8]) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let head = &bytes[..bytes.len().min(1 << 20)];
+    if head.contains(&0) || std::str::from_utf8(head).is_err() && head.len() < (1 << 20) {
+        return "not text: neither a batchguard manifest nor a registration source".into();
+    }
+    if matches!(
+        name,
+        "kustomization.yaml" | "kustomization.yml" | "Kustomization"
+    ) {
+        return "a kustomization is no batchguard source".into();
+    }
+    let text = String::from_utf8_lossy(head);
+    let top = |line: &str, key: &str| {
+        line.strip_prefix(key)
+            .map(|v| v.trim().trim_matches(['"', '\'']).to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let (mut api, mut kinds) = (String::new(), Vec::<(String, String)>::new());
+    for line in text.lines() {
+        if let Some(v) = top(line, "apiVersion:") {
+            api = v;
+        } else if let Some(k) = top(line, "kind:")
+            && !kinds.iter().any(|(_, seen)| *seen == k)
+        {
+            kinds.push((std::mem::take(&mut api), k));
+        }
+    }
+    if !kinds.is_empty() {
+        let argo = kinds.iter().all(|(a, _)| a.starts_with("argoproj.io"));
+        let names: Vec<&str> = kinds.iter().map(|(_, k)| k.as_str()).collect();
+        return if argo {
+            format!(
+                "an Argo {} is no batchguard source (only Kubernetes CronJobs are read)",
+                names.join(", ")
+            )
+        } else {
+            format!(
+                "a Kubernetes {} is no batchguard source (only CronJobs are read)",
+                names.join(", ")
+            )
+        };
+    }
+    if name == "Chart.yaml" {
+        return "a Helm chart's metadata is no batchguard source".into();
+    }
+    if is_yaml(path) {
+        return "neither a batchguard manifest (top-level `version` and `jobs`) nor a \
+                registration source"
+            .into();
+    }
+    "neither a batchguard manifest nor a registration source by its name or content (map it \
+     in [sources] in batchguard.toml to read it)"
+        .into()
+}
+
+/// A file to lint, and whether it was named explicitly (then it is read as the kind its
+/// name or content says, and listed as not read when it is no source).
 struct Candidate {
     path: PathBuf,
     explicit: bool,
 }
 
-fn discover(opts: &LintOptions, unreadable: &mut Vec<(PathBuf, String)>) -> Vec<Candidate> {
-    let files = &opts.settings.config.files;
-    let base = opts
-        .settings
-        .path
-        .as_ref()
-        .and_then(|p| p.parent())
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default();
-    let build = |globs: &[String]| {
-        let mut b = globset::GlobSetBuilder::new();
-        for g in globs {
-            if let Ok(g) = globset::Glob::new(g) {
-                b.add(g);
+/// How `lint` walks folders (SPEC 3.6 "Files").
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WalkOptions {
+    /// Also walk hidden files and folders (`--hidden`).
+    pub hidden: bool,
+}
+
+/// Folders of version-control metadata: never walked, not counted as hidden.
+const VCS_DIRS: [&str; 3] = [".git", ".hg", ".svn"];
+
+/// The config's globs, compiled once per run, relative to the config's folder (else the
+/// current directory), as [`Settings::matches`] reads them.
+struct Globs {
+    base: PathBuf,
+    include: Option<globset::GlobSet>,
+    exclude: Option<globset::GlobSet>,
+    kinds: Vec<(crate::sources::SourceKind, globset::GlobSet)>,
+}
+
+impl Globs {
+    fn new(settings: &Settings) -> Self {
+        use crate::sources::SourceKind;
+        let base = settings
+            .path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default();
+        let build = |globs: &[String]| {
+            if globs.is_empty() {
+                return None;
             }
+            let mut b = globset::GlobSetBuilder::new();
+            for g in globs {
+                if let Ok(g) = globset::Glob::new(g) {
+                    b.add(g);
+                }
+            }
+            b.build().ok()
+        };
+        let files = &settings.config.files;
+        let src = &settings.config.sources;
+        // A file several kinds' globs match is read as the first: crontab, pm2, kubernetes.
+        let kinds = [
+            (SourceKind::Crontab, &src.crontab),
+            (SourceKind::Pm2, &src.pm2),
+            (SourceKind::Kubernetes, &src.kubernetes),
+        ]
+        .into_iter()
+        .filter_map(|(k, g)| build(g).map(|set| (k, set)))
+        .collect();
+        Globs {
+            base,
+            include: build(&files.include),
+            exclude: build(&files.exclude),
+            kinds,
         }
-        b.build().ok()
-    };
-    let include = (!files.include.is_empty())
-        .then(|| build(&files.include))
-        .flatten();
-    let exclude = build(&files.exclude);
-    let wanted = |p: &Path| {
+    }
+
+    fn rel(&self, p: &Path) -> PathBuf {
         let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-        let rel = abs.strip_prefix(&base).unwrap_or(&abs);
-        if exclude.as_ref().is_some_and(|x| x.is_match(rel)) {
+        abs.strip_prefix(&self.base)
+            .map(Path::to_path_buf)
+            .unwrap_or(abs)
+    }
+
+    /// `[files]` include/exclude.
+    fn wanted(&self, p: &Path) -> bool {
+        let rel = self.rel(p);
+        if self.exclude.as_ref().is_some_and(|x| x.is_match(&rel)) {
             return false;
         }
-        include.as_ref().is_none_or(|i| i.is_match(rel))
+        self.include.as_ref().is_none_or(|i| i.is_match(&rel))
+    }
+
+    /// The kind `[sources]` maps the file to.
+    fn kind(&self, p: &Path) -> Option<crate::sources::SourceKind> {
+        if self.kinds.is_empty() {
+            return None;
+        }
+        let rel = self.rel(p);
+        self.kinds
+            .iter()
+            .find(|(_, set)| set.is_match(&rel))
+            .map(|(k, _)| *k)
+    }
+
+    /// A walked file worth opening: YAML, a source by its name, or mapped by `[sources]`.
+    fn candidate(&self, p: &Path) -> bool {
+        is_yaml(p) || crate::sources::is_source_name(p) || self.kind(p).is_some()
+    }
+}
+
+/// What discovery found: the files to open, and what it saw but will not read.
+struct Found {
+    candidates: Vec<Candidate>,
+    not_read: Vec<NotRead>,
+    hidden: Vec<PathBuf>,
+}
+
+/// Files named on the command line, then each folder walked (respecting `.gitignore`),
+/// in path order. Hidden entries are skipped unless `walk.hidden`, and recorded: a hidden
+/// folder counts once (it is not entered), a hidden file when it would have been read.
+fn discover(
+    opts: &LintOptions,
+    walk: WalkOptions,
+    globs: &std::sync::Arc<Globs>,
+    unreadable: &mut Vec<(PathBuf, String)>,
+) -> Found {
+    use std::sync::{Arc, Mutex};
+    let mut found = Found {
+        candidates: Vec::new(),
+        not_read: Vec::new(),
+        hidden: Vec::new(),
     };
-    let mut out = Vec::new();
     for root in &opts.paths {
         if root.is_file() {
-            out.push(Candidate {
+            found.candidates.push(Candidate {
                 path: root.clone(),
                 explicit: true,
             });
@@ -241,59 +434,120 @@ fn discover(opts: &LintOptions, unreadable: &mut Vec<(PathBuf, String)>) -> Vec<
             unreadable.push((root.clone(), "no such file or directory".into()));
             continue;
         }
-        let mut found = Vec::new();
-        for entry in ignore::WalkBuilder::new(root).build() {
+        let hidden: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
+        let (seen, g) = (hidden.clone(), globs.clone());
+        let show_hidden = walk.hidden;
+        let walker = ignore::WalkBuilder::new(root)
+            .hidden(false)
+            .filter_entry(move |e| {
+                if e.depth() == 0 {
+                    return true;
+                }
+                let name = e.file_name().to_string_lossy();
+                let dir = e.file_type().is_some_and(|t| t.is_dir());
+                if dir && VCS_DIRS.contains(&name.as_ref()) {
+                    return false;
+                }
+                if show_hidden || !name.starts_with('.') {
+                    return true;
+                }
+                if (dir || g.candidate(e.path()))
+                    && let Ok(mut list) = seen.lock()
+                {
+                    list.push(e.path().to_path_buf());
+                }
+                false
+            })
+            .build();
+        let mut files = Vec::new();
+        for entry in walker {
             match entry {
                 Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
                     let p = e.into_path();
-                    if (is_yaml(&p) || crate::sources::is_source_name(&p)) && wanted(&p) {
-                        found.push(p);
+                    if globs.candidate(&p) {
+                        files.push(p);
                     }
                 }
                 Ok(_) => {}
                 Err(e) => unreadable.push((root.clone(), e.to_string())),
             }
         }
-        found.sort();
-        out.extend(found.into_iter().map(|path| Candidate {
-            path,
-            explicit: false,
-        }));
+        files.sort();
+        for path in files {
+            if globs.wanted(&path) {
+                found.candidates.push(Candidate {
+                    path,
+                    explicit: false,
+                });
+            } else {
+                found.not_read.push(NotRead {
+                    display: display_path(&path),
+                    reason: "left out by [files] in batchguard.toml".into(),
+                });
+            }
+        }
+        let mut h = hidden.lock().map(|l| l.clone()).unwrap_or_default();
+        h.sort();
+        found.hidden.extend(h);
     }
-    out
+    found
 }
 
 pub fn run(opts: &LintOptions) -> LintRun {
+    run_with(opts, WalkOptions::default())
+}
+
+/// [`run`] with the walk's options (`--hidden`).
+pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     let mut unreadable = Vec::new();
-    let candidates = discover(opts, &mut unreadable);
-    let results: Vec<_> = candidates
+    let globs = std::sync::Arc::new(Globs::new(&opts.settings));
+    let found = discover(opts, walk, &globs, &mut unreadable);
+    let results: Vec<_> = found
+        .candidates
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
             Err(e) => Err((c.path.clone(), e.to_string())),
-            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts)),
+            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs)),
         })
         .collect();
     let mut run = LintRun {
         files: Vec::new(),
+        read: Vec::new(),
+        not_read: Vec::new(),
+        hidden_skipped: found.hidden.len(),
         findings: Vec::new(),
         jobs: 0,
+        registrations: 0,
         unreadable,
         project: cross::Project::default(),
     };
-    for r in results {
+    let mut not_read = Vec::new();
+    for (c, r) in found.candidates.iter().zip(results) {
         match r {
             Err(e) => run.unreadable.push(e),
-            Ok(None) => {}
-            Ok(Some(FileLint {
-                file,
-                findings,
-                jobs,
-                facts,
-                regs,
-            })) => {
+            Ok(Err(reason)) => not_read.push(NotRead {
+                display: display_path(&c.path),
+                reason,
+            }),
+            Ok(Ok((
+                kind,
+                FileLint {
+                    file,
+                    findings,
+                    jobs,
+                    facts,
+                    regs,
+                    notes,
+                },
+            ))) => {
                 let idx = run.files.len();
                 run.files.push(file);
-                run.jobs += jobs;
+                run.read.push(FileRead {
+                    kind,
+                    jobs,
+                    registrations: regs.len(),
+                    notes,
+                });
                 run.project.jobs.extend(facts.into_iter().map(|mut j| {
                     j.file = idx;
                     j
@@ -312,7 +566,15 @@ pub fn run(opts: &LintOptions) -> LintRun {
             }
         }
     }
+    run.not_read = not_read;
+    run.not_read.extend(found.not_read);
+    run.not_read.extend(found.hidden.iter().map(|p| NotRead {
+        display: display_path(p),
+        reason: "hidden (--hidden walks it)".into(),
+    }));
+    run.registrations = run.project.regs.len();
     let analysis = cross::Analysis::new(&run.project, &run.files, opts.now);
+    let jobs = analysis.groups.len();
     let mut found = cross::run(&analysis);
     found.retain_mut(
         |f| match opts.settings.severity(f.code, f.name, f.severity) {
@@ -323,6 +585,7 @@ pub fn run(opts: &LintOptions) -> LintRun {
             None => false,
         },
     );
+    run.jobs = jobs;
     run.findings.extend(found);
     run.findings.sort_by(|a, b| {
         (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
@@ -337,18 +600,38 @@ pub struct FileLint {
     pub jobs: usize,
     pub facts: Vec<cross::ManifestJob>,
     pub regs: Vec<crate::sources::Registration>,
+    /// What the file holds that registers nothing (see [`FileRead::notes`]).
+    pub notes: Vec<String>,
 }
 
-/// Manifests by name or content, then registration sources (SPEC 3.6); None: not ours.
-fn lint_candidate(c: &Candidate, bytes: &[u8], opts: &LintOptions) -> Option<FileLint> {
+/// What a candidate is read as (SPEC 3.6 "Files"): the kind `[sources]` maps it to; a
+/// manifest by its name; a source by its name (or a CronJob by its content); a manifest
+/// by its content. Anything else is not read, with the reason.
+fn lint_candidate(
+    c: &Candidate,
+    bytes: &[u8],
+    opts: &LintOptions,
+    globs: &Globs,
+) -> Result<(FileKind, FileLint), String> {
+    let source = |kind| {
+        Ok((
+            FileKind::Source(kind),
+            cross::lint_source(kind, &c.path, bytes, opts),
+        ))
+    };
+    if let Some(kind) = globs.kind(&c.path) {
+        return source(kind);
+    }
     if is_manifest_name(&c.path) {
-        return Some(lint_manifest(&c.path, bytes, opts));
+        return Ok((FileKind::Manifest, lint_manifest(&c.path, bytes, opts)));
     }
-    let source = crate::sources::classify(&c.path, bytes);
-    if source.is_none() && (c.explicit || looks_like_manifest(bytes)) {
-        return Some(lint_manifest(&c.path, bytes, opts));
+    if let Some(kind) = crate::sources::classify(&c.path, bytes, c.explicit) {
+        return source(kind);
     }
-    source.map(|kind| cross::lint_source(kind, &c.path, bytes, opts))
+    if (c.explicit || is_yaml(&c.path)) && looks_like_manifest(bytes) {
+        return Ok((FileKind::Manifest, lint_manifest(&c.path, bytes, opts)));
+    }
+    Err(why_not_read(&c.path, bytes))
 }
 
 /// Lints one file's bytes. File index 0 is a placeholder the caller renumbers.
@@ -431,6 +714,7 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
         jobs: loaded.jobs.len(),
         facts,
         regs: Vec::new(),
+        notes: Vec::new(),
     }
 }
 

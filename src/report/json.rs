@@ -2,10 +2,18 @@
 
 use super::{position, position_of};
 use crate::finding::Severity;
-use crate::lint::LintRun;
+use crate::lint::{FileKind, LintRun};
+use crate::sources::SourceKind;
 use serde_json::{Value, json};
 
 pub fn render(run: &LintRun) -> String {
+    render_with(run, false)
+}
+
+/// With `list_files` (`lint --list-files`), a top-level `files` array beside SPEC 8's
+/// keys: every file read (`kind`, `jobs`, `registrations`, `notes`) and every file seen
+/// but not read (`read: false`, `reason`).
+pub fn render_with(run: &LintRun, list_files: bool) -> String {
     let findings: Vec<Value> = run
         .findings
         .iter()
@@ -42,18 +50,50 @@ pub fn render(run: &LintRun) -> String {
             })
         })
         .collect();
-    let out = json!({
+    let sources: serde_json::Map<String, Value> = [
+        FileKind::Manifest,
+        FileKind::Source(SourceKind::Kubernetes),
+        FileKind::Source(SourceKind::Pm2),
+        FileKind::Source(SourceKind::Crontab),
+    ]
+    .into_iter()
+    .map(|k| (k.as_str().to_owned(), json!(run.files_of(k))))
+    .collect();
+    let mut out = json!({
         "version": 1,
         "tool": "batchguard",
         "findings": findings,
         "summary": {
             "files": run.files.len(),
             "jobs": run.jobs,
+            "registrations": run.registrations,
             "errors": run.count(Severity::Error),
             "warnings": run.count(Severity::Warning),
             "suppressed": run.suppressed(),
+            "sources": sources,
+            "hidden_skipped": run.hidden_skipped,
         }
     });
+    if list_files && let Some(obj) = out.as_object_mut() {
+        let read = run.files.iter().zip(&run.read).map(|(f, r)| {
+            json!({
+                "file": f.display,
+                "read": true,
+                "kind": r.kind.as_str(),
+                "jobs": r.jobs,
+                "registrations": r.registrations,
+                "notes": r.notes,
+            })
+        });
+        let not_read = run.not_read.iter().map(|n| {
+            json!({
+                "file": n.display,
+                "read": false,
+                "reason": n.reason,
+            })
+        });
+        obj.insert("files".into(), Value::Array(read.chain(not_read).collect()));
+    }
     let mut s = serde_json::to_string_pretty(&out).unwrap_or_default();
     s.push('\n');
     s

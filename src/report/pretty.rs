@@ -2,7 +2,8 @@
 
 use super::plural;
 use crate::finding::{Finding, Severity};
-use crate::lint::LintRun;
+use crate::lint::{FileKind, LintRun};
+use crate::sources::SourceKind;
 use miette::{
     Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode,
 };
@@ -108,17 +109,77 @@ pub fn render(run: &LintRun, color: bool) -> String {
     out
 }
 
+/// The summary line. Runs that read only manifests keep the short form; with registration
+/// sources it names the files by kind and counts the registrations, as the JSON summary does.
 pub fn summary(run: &LintRun) -> String {
-    let mut s = format!(
-        "{}, {}: {}, {}",
-        plural(run.files.len(), "file"),
-        plural(run.jobs, "job"),
+    let sources = [
+        FileKind::Source(SourceKind::Kubernetes),
+        FileKind::Source(SourceKind::Pm2),
+        FileKind::Source(SourceKind::Crontab),
+    ];
+    let mut files = plural(run.files.len(), "file");
+    if sources.iter().any(|k| run.files_of(*k) > 0) {
+        let by_kind: Vec<String> = std::iter::once(FileKind::Manifest)
+            .chain(sources)
+            .filter(|k| run.files_of(*k) > 0)
+            .map(|k| format!("{} {}", run.files_of(k), k.as_str()))
+            .collect();
+        files.push_str(&format!(" ({})", by_kind.join(", ")));
+    }
+    let mut s = format!("{files}, {}", plural(run.jobs, "job"));
+    if run.registrations > 0 {
+        s.push_str(&format!(", {}", plural(run.registrations, "registration")));
+    }
+    s.push_str(&format!(
+        ": {}, {}",
         plural(run.count(Severity::Error), "error"),
         plural(run.count(Severity::Warning), "warning"),
-    );
+    ));
     if run.suppressed() > 0 {
         s.push_str(&format!(" ({} suppressed)", run.suppressed()));
     }
+    if run.hidden_skipped > 0 {
+        let n = run.hidden_skipped;
+        let entries = if n == 1 { "entry" } else { "entries" };
+        s.push_str(&format!(
+            "; {n} hidden {entries} skipped (--hidden walks them)"
+        ));
+    }
     s.push('\n');
     s
+}
+
+/// `lint --list-files`: one line per file read (path, kind, what it gave, then its notes
+/// indented), one per file seen but not read (path, `not read`, why), then the summary.
+pub fn list_files(run: &LintRun) -> String {
+    let width = run
+        .files
+        .iter()
+        .map(|f| f.display.chars().count())
+        .chain(run.not_read.iter().map(|n| n.display.chars().count()))
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (f, r) in run.files.iter().zip(&run.read) {
+        let what = match r.kind {
+            FileKind::Manifest => plural(r.jobs, "job"),
+            FileKind::Source(_) => plural(r.registrations, "registration"),
+        };
+        out.push_str(&format!(
+            "{:<width$}  {:<10}  {what}\n",
+            f.display,
+            r.kind.as_str()
+        ));
+        for note in &r.notes {
+            out.push_str(&format!("{:<width$}    note: {note}\n", ""));
+        }
+    }
+    for n in &run.not_read {
+        out.push_str(&format!(
+            "{:<width$}  {:<10}  {}\n",
+            n.display, "not read", n.reason
+        ));
+    }
+    out.push_str(&summary(run));
+    out
 }

@@ -169,25 +169,29 @@ pub struct Read {
     /// YAML trees (spans into `text`) that whole-file rules such as BG801 look at: each
     /// CronJob document, a PM2 `.json`/`.yaml` file.
     pub roots: Vec<Node>,
+    /// What the file holds that registers nothing, said in `lint --list-files` (a PM2
+    /// restart schedule of a long-running app).
+    pub notes: Vec<String>,
 }
 
 /// A file that is a source by its name alone (PM2 ecosystem files, crontabs).
 pub fn is_source_name(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    pm2::is_ecosystem_name(name) || crontab::is_crontab_path(path)
+    pm2::is_pm2_name(name) || crontab::is_crontab_path(path)
 }
 
-/// Which source a file is, by its name and (for Kubernetes) its content.
-pub fn classify(path: &Path, bytes: &[u8]) -> Option<SourceKind> {
+/// Which source a file is, by its name and (for Kubernetes) its content: a YAML file with
+/// a `kind: CronJob`, or any file named on the command line (`explicit`) with one.
+pub fn classify(path: &Path, bytes: &[u8], explicit: bool) -> Option<SourceKind> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if pm2::is_ecosystem_name(name) {
+    if pm2::is_pm2_name(name) {
         return Some(SourceKind::Pm2);
     }
     if crontab::is_crontab_path(path) {
         return Some(SourceKind::Crontab);
     }
     let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
-    if yaml && kubernetes::looks_like_cronjob(bytes) {
+    if (yaml || explicit) && kubernetes::looks_like_cronjob(bytes) {
         return Some(SourceKind::Kubernetes);
     }
     None

@@ -1,17 +1,48 @@
-//! PM2 ecosystem files (`ecosystem.config.{js,cjs,json,yaml,yml}`): every app with a
-//! `cron_restart` (or whose script is `batchguard run … --job`), its `instances`,
-//! `exec_mode`, `script`, `args` and `interpreter`.
+//! PM2 ecosystem files, read as PM2 itself reads them (SPEC 3.6 "PM2 apps").
 //!
-//! ## Instances
+//! ## Files
+//! `ecosystem.config.{js,cjs,mjs,json,yaml,yml}` (also per-environment names such as
+//! `ecosystem.production.config.js`), `ecosystem.json`, `process.{json,yml,yaml,config.js}`
+//! and `*.pm2.json`. JSON and YAML files are parsed; JavaScript files are evaluated (below).
+//!
+//! ## Apps
+//! PM2 takes its apps from `apps`, else from `pm2`, else from the whole file; a list is a
+//! list of apps, a single mapping is one app. Every field is looked up under PM2's own
+//! aliases ([`SCRIPT`] and the other field tables below): `cron` is `cron_restart`,
+//! `exec` (and `cmd`, `command`) is `script`, `interpreter` is `exec_interpreter`,
+//! `cronRestart`/`execMode` are the camelCase spellings PM2 accepts for every key. As in
+//! PM2, a falsy value under the first name gives way to the next alias.
+//!
+//! ## Which apps register a job
+//! - `cron_restart: 0` (or `"0"`) disables the schedule.
+//! - An app with a `cron_restart` that keeps running (`autorestart` not `false`) is a
+//!   *restart schedule* of a long-running process (a nightly restart of a web cluster), not
+//!   batch work: it registers nothing, and the file's notes say so (`lint --list-files`).
+//! - An app with `autorestart: false` and a `cron_restart` is cron batch work: a registration.
+//! - An app whose script is `batchguard run … --job NAME` is that manifest job's
+//!   registration (a tie), whatever its `autorestart`: each start runs one guarded slot.
+//!
+//! ## Instances and cluster mode
 //! PM2 reads `instances: "max"` (or `0`) as "one per CPU core" and `-N` as "cores minus N".
 //! Lint must give the same verdict on a laptop and in CI, so batchguard assumes a fixed
-//! **4 cores**: `max`/`0` = 4, `-1` = 3, never below 1. Any of these is more than one
-//! process, which is what the concurrency rules (BG602, BG606) care about.
+//! **4 cores**: `max`/`0` = 4, `-1` = 3, never below 1; messages say so
+//! ([`describe_instances`]). Without `exec_mode`, PM2 runs an app in cluster mode when
+//! `instances` is set to at least 1, `0` or `-1` and the interpreter is node (or bun): a
+//! `.js`/`.cjs`/`.mjs` script, or `exec_interpreter: node`. Scripts whose interpreter
+//! depends on the file's content (no extension PM2 knows) are taken as fork mode.
 //!
-//! ## Evaluating `.js` / `.cjs`
+//! ## Commands
+//! The command is the interpreter PM2 picks (by the script's extension, as PM2's
+//! `interpreter.json` maps it, or `exec_interpreter`; `none` adds nothing), the script and
+//! its `args`. A script with a space is run by PM2 as `bash -c SCRIPT` (its `args` are
+//! then dropped): batchguard takes the script's own words. `cwd` becomes the
+//! registration's working directory; `env` and every `env_<name>` block (applied with
+//! `--env name`, all written in the file) become its environment entries.
+//!
+//! ## Evaluating `.js` / `.cjs` / `.mjs`
 //! A JavaScript ecosystem file is a program. batchguard runs it with `node` only when node
-//! is on PATH, through a small wrapper (`require(file)`, then `JSON.stringify(module.exports)`
-//! after a sentinel line, `console.*` sent to stderr), with:
+//! is on PATH, through a small wrapper (`require(file)`, or `import()` for an ES module,
+//! then `JSON.stringify` of the exports after a sentinel line, `console.*` sent to stderr), with:
 //! - cwd = the file's folder, stdin closed;
 //! - a 5 s limit: the process is killed after that (BG609 "timed out");
 //! - stdout capped at 4 MiB (BG609 "printed more than …"), stderr at 16 KiB;
@@ -21,10 +52,14 @@
 //!   permission model has no network switch before Node 25) and environment variables,
 //!   which ecosystem files commonly read. Older Node versions run without the model.
 //!
+//! Values read by evaluation are located by finding their text in the file; a value that
+//! is not written in the file (read from the environment at evaluation time) is never
+//! reported as an environment entry, so a CI secret cannot leak into a report.
+//!
 //! When node is absent, times out, fails, or prints too much, the file is a BG609 finding
 //! with the reason; it is never silently skipped, since a duplicate may hide in it.
 
-use super::{At, Problem, Read, Registration, SourceKind, Span, Tie, get, str_at};
+use super::{At, Problem, Read, Registration, SourceKind, Span, get, str_at};
 use crate::manifest::yaml::{self, Node, Value};
 use std::io::Read as _;
 use std::path::Path;
@@ -39,23 +74,100 @@ pub const MAX_OUTPUT: usize = 4 * 1024 * 1024;
 const MAX_STDERR: usize = 16 * 1024;
 const SENTINEL: &str = "\u{1}batchguard-ecosystem\u{1}";
 
-pub fn is_ecosystem_name(name: &str) -> bool {
-    name.starts_with("ecosystem")
-        && [
-            ".config.js",
-            ".config.cjs",
-            ".config.json",
-            ".config.yaml",
-            ".config.yml",
-        ]
-        .iter()
-        .any(|ext| name.ends_with(ext))
+/// A field of a PM2 app and the other names PM2 reads it under, in the order PM2 tries
+/// them. Hand-kept from PM2 7.0.3: the `alias` entries of `lib/API/schema.json`, the
+/// camelCase spelling `lib/tools/Config.js` adds for every key, and `cmd`/`command`, which
+/// `lib/Common.js` (`verifyConfs`) turns into `script`.
+pub struct Field {
+    pub key: &'static str,
+    pub aliases: &'static [&'static str],
+}
+
+pub const NAME: Field = Field {
+    key: "name",
+    aliases: &[],
+};
+pub const SCRIPT: Field = Field {
+    key: "script",
+    aliases: &["cmd", "command", "exec", "script"],
+};
+pub const ARGS: Field = Field {
+    key: "args",
+    aliases: &[],
+};
+pub const INTERPRETER: Field = Field {
+    key: "exec_interpreter",
+    aliases: &["interpreter", "execInterpreter"],
+};
+pub const INSTANCES: Field = Field {
+    key: "instances",
+    aliases: &[],
+};
+pub const EXEC_MODE: Field = Field {
+    key: "exec_mode",
+    aliases: &["execMode"],
+};
+pub const CRON_RESTART: Field = Field {
+    key: "cron_restart",
+    aliases: &["cron", "cronRestart"],
+};
+pub const CWD: Field = Field {
+    key: "cwd",
+    aliases: &[],
+};
+pub const AUTORESTART: Field = Field {
+    key: "autorestart",
+    aliases: &[],
+};
+pub const ENV: Field = Field {
+    key: "env",
+    aliases: &[],
+};
+
+/// The interpreter PM2 picks by a script's extension (PM2 7.0.3 `lib/API/interpreter.json`;
+/// `.cjs`/`.mjs`, which it does not list, are text files PM2 runs with its own node).
+fn interpreter_for(script: &str) -> Option<&'static str> {
+    let ext = Path::new(script).extension().and_then(|e| e.to_str())?;
+    Some(match ext {
+        "js" | "cjs" | "mjs" => "node",
+        "ts" | "tsx" => "bun",
+        "sh" => "bash",
+        "py" => "python",
+        "rb" => "ruby",
+        "php" => "php",
+        "pl" => "perl",
+        "coffee" => "coffee",
+        "ls" => "lsc",
+        _ => return None,
+    })
+}
+
+/// A file PM2 reads as an ecosystem file, by its name (SPEC 3.6 "Files").
+pub fn is_pm2_name(name: &str) -> bool {
+    const CONFIG_EXTS: [&str; 6] = [
+        ".config.js",
+        ".config.cjs",
+        ".config.mjs",
+        ".config.json",
+        ".config.yaml",
+        ".config.yml",
+    ];
+    (name.starts_with("ecosystem") && CONFIG_EXTS.iter().any(|ext| name.ends_with(ext)))
+        || matches!(
+            name,
+            "ecosystem.json"
+                | "process.json"
+                | "process.yml"
+                | "process.yaml"
+                | "process.config.js"
+        )
+        || (name.len() > ".pm2.json".len() && name.ends_with(".pm2.json"))
 }
 
 fn is_js(path: &Path) -> bool {
     matches!(
         path.extension().and_then(|e| e.to_str()),
-        Some("js" | "cjs")
+        Some("js" | "cjs" | "mjs")
     )
 }
 
@@ -112,6 +224,30 @@ pub fn read(path: &Path, text: &str) -> Read {
     }
 }
 
+/// JavaScript truthiness, which decides when PM2 falls through to the next alias.
+fn truthy(node: &Node) -> bool {
+    match &node.value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Int(i) => *i != 0,
+        Value::Float(f) => *f != 0.0 && !f.is_nan(),
+        Value::Str(s) => !s.is_empty(),
+        Value::Seq(_) | Value::Map(_) => true,
+    }
+}
+
+/// The value PM2 uses for `field`: the first truthy one of its names, else the value under
+/// the last name tried (as `conf[key] || (conf[key] = app[alias])` leaves it).
+pub fn pick<'n>(app: &'n Node, field: &Field) -> Option<&'n Node> {
+    let mut cur = get(app, field.key);
+    for alias in field.aliases {
+        if !cur.is_some_and(truthy) {
+            cur = get(app, alias);
+        }
+    }
+    cur.filter(|n| !matches!(n.value, Value::Null))
+}
+
 /// Locates values: in the file itself, or (for an evaluated `.js` file, whose values come
 /// from JSON) by finding the value's text in the source after the app's name.
 struct Locate<'a> {
@@ -119,112 +255,258 @@ struct Locate<'a> {
     anchor: Span,
 }
 
+fn scalar_text(node: &Node) -> Option<String> {
+    match &node.value {
+        Value::Str(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
 impl Locate<'_> {
     fn span(&self, node: &Node) -> Span {
+        self.find(node, self.anchor.start).unwrap_or(self.anchor)
+    }
+
+    /// Where the node's value is written, searching from `from` (then from the start of
+    /// the file, for values shared through a variable); None when it is not in the file.
+    fn find(&self, node: &Node, from: usize) -> Option<Span> {
         let Some(text) = self.js else {
-            return node.span;
+            return Some(node.span);
         };
-        let needle = match &node.value {
-            Value::Str(s) => s.clone(),
-            Value::Int(i) => i.to_string(),
-            Value::Bool(b) => b.to_string(),
-            _ => return self.anchor,
-        };
-        super::find_token(text, &needle, self.anchor.start).unwrap_or(self.anchor)
+        let needle = scalar_text(node)?;
+        super::find_token(text, &needle, from).or_else(|| super::find_token(text, &needle, 0))
+    }
+}
+
+/// The apps of a parsed ecosystem file, as PM2's `_startJson` finds them.
+fn app_list(root: &Node) -> Result<Vec<&Node>, &'static str> {
+    let from = |n: &'static str| get(root, n).filter(|v| truthy(v));
+    match &root.value {
+        Value::Seq(items) => Ok(items.iter().collect()),
+        Value::Map(_) => match from("apps").or_else(|| from("pm2")) {
+            Some(list) => match &list.value {
+                Value::Seq(items) => Ok(items.iter().collect()),
+                Value::Map(_) => Ok(vec![list]),
+                _ => Err("its `apps` is neither a list nor a mapping"),
+            },
+            None if pick(root, &SCRIPT).is_some() => Ok(vec![root]),
+            None => Err("it has no `apps` (a list, or a mapping for one app)"),
+        },
+        _ => Err("it is not a mapping or a list of apps"),
     }
 }
 
 fn apps(root: &Node, js: Option<&str>) -> Read {
     let mut out = Read::default();
-    let list = match &root.value {
-        Value::Seq(items) => Some(items),
-        _ => get(root, "apps").and_then(|a| match &a.value {
-            Value::Seq(items) => Some(items),
-            _ => None,
-        }),
-    };
-    let Some(list) = list else {
-        out.problems.push(Problem {
-            code: "BG609",
-            span: js.map_or(root.span, |_| Span::new(0, 0)),
-            message: "PM2 ecosystem file has no `apps` list".into(),
-            help: "export { apps: [...] } as PM2 expects".into(),
-        });
-        return out;
+    let list = match app_list(root) {
+        Ok(list) => list,
+        Err(why) => {
+            out.problems.push(Problem {
+                code: "BG609",
+                span: js.map_or(root.span, |_| Span::new(0, 0)),
+                message: format!("PM2 ecosystem file not read: {why}"),
+                help: "export { apps: [...] } as PM2 expects".into(),
+            });
+            return out;
+        }
     };
     let mut search_from = 0;
-    for (i, app) in list.iter().enumerate() {
-        let name = get(app, "name").and_then(str_at);
-        let anchor = match (js, &name) {
-            (Some(text), Some(n)) => super::find_token(text, &n.value, search_from)
-                .or_else(|| super::find_token(text, &n.value, 0))
+    for (i, app) in list.into_iter().enumerate() {
+        if !matches!(app.value, Value::Map(_)) {
+            out.problems.push(Problem {
+                code: "BG609",
+                span: js.map_or(app.span, |_| Span::new(0, 0)),
+                message: format!("PM2 app {i} is not a mapping, so it was not read"),
+                help: "write each app as { name: ..., script: ... }".into(),
+            });
+            continue;
+        }
+        let name = pick(app, &NAME).and_then(str_at);
+        let anchor_node = pick(app, &NAME).or_else(|| pick(app, &SCRIPT));
+        let anchor = match (js, anchor_node.and_then(scalar_text)) {
+            (Some(text), Some(n)) => super::find_token(text, &n, search_from)
+                .or_else(|| super::find_token(text, &n, 0))
                 .unwrap_or(Span::new(0, 0)),
             (Some(_), None) => Span::new(0, 0),
-            (None, Some(n)) => n.span,
-            (None, None) => app.span,
+            (None, _) => name.as_ref().map_or(app.span, |n| n.span),
         };
         if js.is_some() && anchor.end() > search_from {
             search_from = anchor.end();
         }
         let loc = Locate { js, anchor };
-        if let Some(r) = app_registration(app, i, name.as_ref(), &loc) {
-            out.registrations.push(r);
+        match app_registration(app, i, name.as_ref(), &loc) {
+            Outcome::Registers(r) => out.registrations.push(*r),
+            Outcome::RestartSchedule(label, cron) => out.notes.push(format!(
+                "{label}: `cron_restart: {cron}` restarts a long-running app (autorestart is \
+                 on), not batch work: no job registered"
+            )),
+            Outcome::Nothing => {}
         }
     }
     out
 }
 
-fn app_registration(
-    app: &Node,
-    i: usize,
-    name: Option<&At<String>>,
-    loc: &Locate,
-) -> Option<Registration> {
-    let script = get(app, "script").and_then(str_at);
-    let mut command = Vec::new();
-    let interpreter = get(app, "interpreter").and_then(str_at);
-    if let Some(s) = &script {
-        let js_script = [".js", ".cjs", ".mjs", ".ts"]
-            .iter()
-            .any(|e| s.value.ends_with(e));
-        match &interpreter {
-            Some(int) if int.value != "none" => command.push(int.value.clone()),
-            None if js_script => command.push("node".into()),
-            _ => {}
+enum Outcome {
+    Registers(Box<Registration>),
+    /// A `cron_restart` on an app that keeps running: its label and expression.
+    RestartSchedule(String, String),
+    Nothing,
+}
+
+/// `instances` as PM2's `verifyConfs` leaves it: `max` is 0, a string is `parseInt(s) || 0`.
+fn pm2_instances(v: &Value) -> Option<i128> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::Float(f) if f.is_finite() => Some(f.trunc() as i128),
+        Value::Str(s) if s == "max" => Some(0),
+        Value::Str(s) => {
+            let t = s.trim_start();
+            let (sign, digits) = match t.strip_prefix('-') {
+                Some(rest) => (-1, rest),
+                None => (1, t.strip_prefix('+').unwrap_or(t)),
+            };
+            let end = digits
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(digits.len());
+            Some(digits[..end].parse::<i128>().map_or(0, |n| sign * n))
         }
-        command.push(s.value.clone());
+        _ => None,
     }
-    if let Some(args) = get(app, "args") {
+}
+
+/// The app's command words, where they are written, and the interpreter PM2 runs it with.
+fn command_of(app: &Node, loc: &Locate) -> (Vec<String>, Span, Option<String>) {
+    let script_node = pick(app, &SCRIPT);
+    let Some(script) = script_node.and_then(str_at) else {
+        return (Vec::new(), loc.anchor, None);
+    };
+    let span = script_node.map_or(loc.anchor, |n| loc.span(n));
+    if script.value.contains(' ') {
+        // PM2 starts it as `bash -c SCRIPT` and drops `args`.
+        return (super::split_words(&script.value), span, None);
+    }
+    let interpreter = match pick(app, &INTERPRETER).and_then(str_at) {
+        Some(i) if i.value == "none" => None,
+        Some(i) if i.value.contains("node@") => Some("node".to_owned()),
+        Some(i) => Some(i.value),
+        None => interpreter_for(&script.value).map(str::to_owned),
+    };
+    let mut command: Vec<String> = interpreter.iter().cloned().collect();
+    command.push(script.value);
+    if let Some(args) = pick(app, &ARGS) {
         command.extend(super::words(args));
     }
-    let command_span = get(app, "script").map_or(loc.anchor, |n| loc.span(n));
-    let tie: Option<Tie> = super::batchguard_tie(&command, command_span);
-    let cron = get(app, "cron_restart").and_then(|n| {
+    (command, span, interpreter)
+}
+
+fn runs_on_node(interpreter: Option<&str>) -> bool {
+    let base = interpreter.map_or("", |i| i.rsplit(['/', '\\']).next().unwrap_or(i));
+    base.ends_with("node") || base.ends_with("bun")
+}
+
+/// The app's `env` and `env_<name>` entries whose values are written in the file.
+fn env_entries(app: &Node, loc: &Locate) -> Vec<(At<String>, At<String>)> {
+    let Value::Map(fields) = &app.value else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (k, block) in fields {
+        let Value::Str(key) = &k.value else { continue };
+        let is_env = key == ENV.key
+            || key
+                .strip_prefix("env_")
+                .is_some_and(|rest| !rest.chars().any(char::is_whitespace));
+        let Value::Map(entries) = &block.value else {
+            continue;
+        };
+        if !is_env {
+            continue;
+        }
+        let block_from = loc.js.map_or(0, |text| {
+            super::find_token(text, key, loc.anchor.start).map_or(loc.anchor.start, |s| s.end())
+        });
+        for (name, value) in entries {
+            let (Some(name_at), Some(value_at)) = (str_at(name), str_at(value)) else {
+                continue;
+            };
+            let name_span = loc
+                .find(name, block_from)
+                .unwrap_or(Span::new(block_from, 0));
+            // Not written in the file (read from the environment while evaluating it).
+            let Some(value_span) = loc.find(value, name_span.end()) else {
+                continue;
+            };
+            out.push((
+                At {
+                    value: name_at.value,
+                    span: name_span,
+                },
+                At {
+                    value: value_at.value,
+                    span: value_span,
+                },
+            ));
+        }
+    }
+    out
+}
+
+fn app_registration(app: &Node, i: usize, name: Option<&At<String>>, loc: &Locate) -> Outcome {
+    let (command, command_span, interpreter) = command_of(app, loc);
+    let tie = super::batchguard_tie(&command, command_span);
+    let cron_node = pick(app, &CRON_RESTART);
+    let cron = cron_node.and_then(str_at).map(|s| At {
+        value: s.value,
+        span: cron_node.map_or(loc.anchor, |n| loc.span(n)),
+    });
+    // PM2 compares with `== '0'`, which JavaScript makes numeric: " 0", "00" disable too.
+    let cron = cron.filter(|c| c.value.trim().parse::<f64>() != Ok(0.0));
+    let keeps_running = !pick(app, &AUTORESTART).is_some_and(|a| {
+        matches!(&a.value, Value::Bool(false)) || matches!(&a.value, Value::Str(s) if s == "false")
+    });
+    let label = format!(
+        "PM2 app `{}`",
+        name.map(|n| n.value.clone())
+            .or_else(|| rendered_name(app))
+            .unwrap_or_else(|| format!("apps[{i}]"))
+    );
+    if tie.is_none() {
+        match &cron {
+            None => return Outcome::Nothing,
+            Some(c) if keeps_running => {
+                return Outcome::RestartSchedule(label, c.value.clone());
+            }
+            Some(_) => {}
+        }
+    }
+    let instances_node = pick(app, &INSTANCES);
+    let pm2_n = instances_node.and_then(|n| pm2_instances(&n.value));
+    let (instances, instances_span) = match instances_node {
+        Some(n) => (instances_of(&n.value), Some(loc.span(n))),
+        None => (1, None),
+    };
+    let forced_fork = get(app, "execute_command").is_some_and(|n| n.value == Value::Bool(true));
+    let cluster = match pick(app, &EXEC_MODE).and_then(str_at) {
+        _ if forced_fork => false,
+        Some(m) => m.value.starts_with("cluster"),
+        None => pm2_n.is_some_and(|n| n >= 0 || n == -1) && runs_on_node(interpreter.as_deref()),
+    };
+    let workdir = pick(app, &CWD).and_then(|n| {
         str_at(n).map(|s| At {
             value: s.value,
             span: loc.span(n),
         })
     });
-    if cron.is_none() && tie.is_none() {
-        return None;
-    }
-    let (instances, instances_span) = match get(app, "instances") {
-        Some(n) => (instances_of(&n.value), Some(loc.span(n))),
-        None => (1, None),
-    };
-    let cluster = get(app, "exec_mode")
-        .and_then(str_at)
-        .is_some_and(|m| m.value.starts_with("cluster"));
-    Some(Registration {
+    Outcome::Registers(Box::new(Registration {
         kind: SourceKind::Pm2,
         file: 0,
-        span: name.map_or(loc.anchor, |n| {
-            if loc.js.is_some() { loc.anchor } else { n.span }
-        }),
-        label: format!(
-            "PM2 app `{}`",
-            name.map_or_else(|| format!("apps[{i}]"), |n| n.value.clone())
-        ),
+        span: match (loc.js, name) {
+            (None, Some(n)) => n.span,
+            _ => loc.anchor,
+        },
+        label,
         schedule: cron,
         timezone: None,
         dialect: SourceKind::Pm2.dialect(),
@@ -236,18 +518,27 @@ fn app_registration(
         cluster,
         kube: None,
         tie,
+        workdir,
+        env: env_entries(app, loc),
         ..Registration::default()
+    }))
+}
+
+/// The name PM2 gives an app without one: its script's file name without the extension.
+fn rendered_name(app: &Node) -> Option<String> {
+    let script = pick(app, &SCRIPT).and_then(str_at)?.value;
+    let base = script.rsplit('/').next().unwrap_or(&script);
+    Some(match base.rfind('.') {
+        Some(dot) if dot > 0 => base[..dot].to_owned(),
+        _ => base.to_owned(),
     })
 }
 
-/// PM2's `instances`, with [`ASSUMED_CORES`] standing for the machine's cores.
+/// PM2's process count for `instances` (`God.prepare`), with [`ASSUMED_CORES`] standing
+/// for the machine's cores.
 pub fn instances_of(v: &Value) -> u64 {
-    let n: i128 = match v {
-        Value::Int(i) => *i,
-        Value::Str(s) if s == "max" => 0,
-        Value::Str(s) => s.trim().parse().unwrap_or(1),
-        Value::Float(f) if f.is_finite() => *f as i128,
-        _ => 1,
+    let Some(n) = pm2_instances(v) else {
+        return 1;
     };
     let cores = i128::from(ASSUMED_CORES);
     let count = match n {
@@ -256,6 +547,22 @@ pub fn instances_of(v: &Value) -> u64 {
         n => n,
     };
     u64::try_from(count.max(1)).unwrap_or(u64::MAX)
+}
+
+/// How a message shows an app's instances: a core-relative `instances` value as written,
+/// with the count batchguard assumed (`instances: max (counted as 4 cores)`).
+pub fn describe_instances(written: &str, count: u64) -> String {
+    let raw = written.trim().trim_matches(['"', '\'', '`']);
+    // Only a value as PM2 writes it (not, say, the app's name a span fell back to).
+    match raw.parse::<i128>() {
+        _ if raw == "max" => format!("`instances: max` (counted as {ASSUMED_CORES} cores)"),
+        Ok(0) => format!("`instances: 0` (one per core, counted as {ASSUMED_CORES} cores)"),
+        Ok(n) if n < 0 => format!(
+            "`instances: {raw}` (cores minus {}, counted as {count} of {ASSUMED_CORES} cores)",
+            -n
+        ),
+        _ => format!("{count} instances"),
+    }
 }
 
 /// The permission flags of the node on PATH, by its major version; Err when node is absent.
@@ -409,6 +716,16 @@ const file = process.argv[1];
 mod tests {
     use super::*;
 
+    fn one(text: &str) -> Registration {
+        let r = read(Path::new("ecosystem.config.json"), text);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.registrations.len(), 1, "{:?}", r.registrations);
+        r.registrations
+            .into_iter()
+            .next()
+            .expect("one registration")
+    }
+
     #[test]
     fn instances_are_reproducible() {
         assert_eq!(instances_of(&Value::Str("max".into())), 4);
@@ -417,17 +734,52 @@ mod tests {
         assert_eq!(instances_of(&Value::Int(0)), 4);
         assert_eq!(instances_of(&Value::Int(2)), 2);
         assert_eq!(instances_of(&Value::Str("3".into())), 3);
+        // PM2: parseInt(s) || 0, and 0 is one per core.
+        assert_eq!(instances_of(&Value::Str("lots".into())), 4);
+        assert_eq!(instances_of(&Value::Bool(true)), 1);
+    }
+
+    #[test]
+    fn instances_are_described_as_written() {
+        assert_eq!(
+            describe_instances("\"max\"", 4),
+            "`instances: max` (counted as 4 cores)"
+        );
+        assert_eq!(
+            describe_instances("-1", 3),
+            "`instances: -1` (cores minus 1, counted as 3 of 4 cores)"
+        );
+        assert_eq!(describe_instances("2", 2), "2 instances");
+        assert_eq!(describe_instances("settle", 4), "4 instances");
+    }
+
+    #[test]
+    fn names_pm2_reads() {
+        for yes in [
+            "ecosystem.config.js",
+            "ecosystem.config.mjs",
+            "ecosystem.config.yml",
+            "ecosystem.production.config.cjs",
+            "ecosystem.json",
+            "process.json",
+            "process.yml",
+            "process.yaml",
+            "process.config.js",
+            "billing.pm2.json",
+        ] {
+            assert!(is_pm2_name(yes), "{yes}");
+        }
+        for no in ["package.json", "process.js", ".pm2.json", "ecosystem.js"] {
+            assert!(!is_pm2_name(no), "{no}");
+        }
     }
 
     #[test]
     fn json_apps_with_cron() {
         let text = r#"{"apps": [{"name": "settle", "script": "jobs/settle.js", "args": "--all",
-          "cron_restart": "0 * * * *", "instances": "max", "exec_mode": "cluster"},
+          "cron_restart": "0 * * * *", "autorestart": false, "instances": "max", "exec_mode": "cluster"},
           {"name": "web", "script": "server.js"}]}"#;
-        let r = read(Path::new("ecosystem.config.json"), text);
-        assert!(r.problems.is_empty(), "{:?}", r.problems);
-        assert_eq!(r.registrations.len(), 1);
-        let a = &r.registrations[0];
+        let a = one(text);
         assert_eq!(a.command, ["node", "jobs/settle.js", "--all"]);
         assert_eq!((a.instances, a.cluster), (4, true));
         let s = a
@@ -435,5 +787,95 @@ mod tests {
             .as_ref()
             .map(|s| &text[s.span.start..s.span.end()]);
         assert_eq!(s, Some("\"0 * * * *\""));
+    }
+
+    #[test]
+    fn a_falsy_value_gives_way_to_the_alias() {
+        // PM2: `conf.cron_restart || (conf.cron_restart = app.cron)`.
+        let a = one(
+            r#"{"apps": [{"name": "a", "script": "a.js", "cron_restart": 0, "cron": "5 * * * *",
+              "autorestart": false}]}"#,
+        );
+        assert_eq!(a.schedule.map(|s| s.value).as_deref(), Some("5 * * * *"));
+        let a = one(
+            r#"{"apps": [{"name": "a", "command": "a.py", "cronRestart": "5 * * * *",
+              "autorestart": "false", "interpreter": "/usr/bin/python3"}]}"#,
+        );
+        assert_eq!(a.command, ["/usr/bin/python3", "a.py"]);
+    }
+
+    #[test]
+    fn interpreters_follow_pm2s_extension_map() {
+        let cmd = |script: &str| {
+            one(&format!(
+                r#"{{"apps": [{{"script": "{script}", "cron": "0 * * * *", "autorestart": false}}]}}"#
+            ))
+            .command
+        };
+        assert_eq!(cmd("jobs/report.py"), ["python", "jobs/report.py"]);
+        assert_eq!(cmd("jobs/sync.sh"), ["bash", "jobs/sync.sh"]);
+        assert_eq!(cmd("bin/settle"), ["bin/settle"]);
+        // A script with a space is `bash -c SCRIPT` under PM2: its own words.
+        assert_eq!(
+            cmd("php artisan schedule:run"),
+            ["php", "artisan", "schedule:run"]
+        );
+    }
+
+    #[test]
+    fn implicit_cluster_needs_instances_and_node() {
+        let cluster = |extra: &str| {
+            one(&format!(
+                r#"{{"apps": [{{"name": "a", "cron": "0 * * * *", "autorestart": false, {extra}}}]}}"#
+            ))
+            .cluster
+        };
+        assert!(cluster(r#""script": "a.js", "instances": 2"#));
+        assert!(cluster(r#""script": "a.js", "instances": "max""#));
+        assert!(!cluster(r#""script": "a.js""#));
+        assert!(!cluster(r#""script": "a.py", "instances": 2"#));
+        assert!(!cluster(r#""script": "a.js", "instances": -2"#));
+        assert!(cluster(
+            r#""script": "bin/www", "exec_interpreter": "node", "instances": 2"#
+        ));
+        assert!(!cluster(
+            r#""script": "a.js", "instances": 2, "exec_mode": "fork_mode""#
+        ));
+        assert!(!cluster(
+            r#""script": "a.js", "instances": 2, "execute_command": true"#
+        ));
+    }
+
+    #[test]
+    fn apps_from_pm2_key_top_level_list_and_single_app() {
+        for text in [
+            r#"{"pm2": [{"name": "a", "script": "a.js", "cron": "0 * * * *", "autorestart": false}]}"#,
+            r#"[{"name": "a", "script": "a.js", "cron": "0 * * * *", "autorestart": false}]"#,
+            r#"{"name": "a", "script": "a.js", "cron": "0 * * * *", "autorestart": false}"#,
+        ] {
+            assert_eq!(one(text).label, "PM2 app `a`", "{text}");
+        }
+        let r = read(Path::new("process.json"), r#"{"deploy": {}}"#);
+        assert_eq!(r.problems.len(), 1);
+        assert_eq!(r.problems[0].code, "BG609");
+    }
+
+    #[test]
+    fn restart_schedules_are_noted_not_registered() {
+        let r = read(
+            Path::new("ecosystem.config.json"),
+            r#"{"apps": [{"name": "web", "script": "server.js", "cron_restart": "0 3 * * *"}]}"#,
+        );
+        assert!(r.registrations.is_empty());
+        assert_eq!(r.notes.len(), 1);
+        assert!(r.notes[0].contains("PM2 app `web`"), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn unnamed_apps_take_pm2s_rendered_name() {
+        let a = one(
+            r#"{"apps": [{"script": "jobs/settle.js", "cron": "0 * * * *", "autorestart": false}]}"#,
+        );
+        assert_eq!(a.label, "PM2 app `settle`");
     }
 }

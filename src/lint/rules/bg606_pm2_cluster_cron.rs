@@ -2,15 +2,20 @@ use crate::declare_rule;
 use crate::lint::cross::{Analysis, CrossEmitter, Place};
 use crate::lint::rule::{Rule, RuleMeta};
 use crate::sources::SourceKind;
+use crate::sources::pm2::describe_instances;
 
 declare_rule! {
     /// ## What it does
-    /// Reports a PM2 app in cluster mode (`exec_mode: cluster`) with more than one
-    /// instance that schedules cron work (`cron_restart`, or a tie to a manifest job)
-    /// without a lock: neither its manifest job declares an enabled lock nor its script
-    /// runs under `batchguard run` / `flock`. `instances: max` counts as 4 and `-1` as 3
-    /// (a fixed number, so lint gives the same answer on every machine). Reported instead
-    /// of BG602 for that job.
+    /// Reports a PM2 app in cluster mode with more than one instance that schedules cron
+    /// work without a lock: neither its manifest job declares an enabled lock nor its
+    /// script runs under `batchguard run` / `flock`. Cluster mode is `exec_mode: cluster`,
+    /// or, as PM2 decides it, `instances` with no `exec_mode` on a node script. Cron work
+    /// is a `cron_restart` on an app with `autorestart: false`, or a tie to a manifest
+    /// job; a `cron_restart` on an app that keeps running is a restart schedule (a nightly
+    /// restart of a web cluster), registers no job and is not reported.
+    /// `instances: max` counts as 4 cores and `-1` as 3 (a fixed number, so lint gives
+    /// the same answer on every machine; the message says so). Reported instead of BG602
+    /// for that job.
     ///
     /// ## Why it matters
     /// This is the source article's incident in its exact form: a Node.js settlement batch
@@ -20,14 +25,14 @@ declare_rule! {
     /// ## Example
     /// ```js
     /// { name: "settle", script: "jobs/settle.js", exec_mode: "cluster", instances: "max",
-    ///   cron_restart: "0 * * * *" }
+    ///   cron_restart: "0 * * * *", autorestart: false }
     /// ```
     ///
     /// Use instead:
     /// ```js
     /// { name: "settle", script: "batchguard",
     ///   args: "run --job settle-payments -- node jobs/settle.js",
-    ///   exec_mode: "fork", instances: 1, cron_restart: "0 * * * *" }
+    ///   exec_mode: "fork", instances: 1, cron_restart: "0 * * * *", autorestart: false }
     /// ```
     pub struct Pm2ClusterCron {
         code: "BG606",
@@ -67,15 +72,23 @@ impl Rule for Pm2ClusterCron {
             let cron = reg
                 .schedule
                 .as_ref()
-                .map_or(String::new(), |s| format!(" (cron `{}`)", s.value));
+                .map_or(String::new(), |s| format!(" cron `{}`", s.value));
+            let written = reg
+                .instances_span
+                .and_then(|s| {
+                    cx.files
+                        .get(reg.file)
+                        .and_then(|f| f.text.get(s.start..s.end()))
+                })
+                .unwrap_or("");
+            let instances = describe_instances(written, reg.instances);
             out.emit(
                 at,
                 service,
                 Some(job),
                 format!(
-                    "{} runs in cluster mode with {} instances{cron} and no lock: every worker fires each slot (at {})",
+                    "{} runs{cron} in cluster mode with {instances} and no lock: every worker fires each slot (at {})",
                     reg.label,
-                    reg.instances,
                     cx.where_(Place::Reg(r))
                 ),
                 Self::META.help.to_owned(),
