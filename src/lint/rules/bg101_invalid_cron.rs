@@ -86,6 +86,9 @@ pub(crate) fn fields_of(d: crate::schedule::Dialect) -> &'static str {
             "5 fields (minute hour day-of-month month day-of-week 0-6) or an @macro"
         }
         Dialect::NodeCron | Dialect::CronNpm => "5 fields, or 6 with seconds first",
+        Dialect::Pm2 => {
+            "5 fields, or 6 with seconds first; no @macros (`0 0 * * *` for daily), L only as the whole day-of-month"
+        }
         Dialect::Croner => "5, 6 (seconds first) or 7 (year last) fields",
     }
 }
