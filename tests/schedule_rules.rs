@@ -93,7 +93,11 @@ fn cron_tz_slots_are_in_the_prefix_zone() {
         ])
         .output()
         .expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "2026-03-02T02:00:00+09:00\n2026-03-03T02:00:00+09:00\n"
@@ -103,8 +107,19 @@ fn cron_tz_slots_are_in_the_prefix_zone() {
 #[test]
 fn every_has_no_slots_to_print() {
     let out = bg()
-        .args(["slots", "--schedule", "@every 1h", "--dialect", "kubernetes"])
-        .args(["--from", "2026-03-01T00:00:00Z", "--to", "2026-03-02T00:00:00Z"])
+        .args([
+            "slots",
+            "--schedule",
+            "@every 1h",
+            "--dialect",
+            "kubernetes",
+        ])
+        .args([
+            "--from",
+            "2026-03-01T00:00:00Z",
+            "--to",
+            "2026-03-02T00:00:00Z",
+        ])
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
@@ -127,17 +142,29 @@ fn pm2_daily_never_fires_so_it_is_bg101() {
     let v = lint(dir.path());
     assert_eq!(codes(&v), ["BG101"], "{v}");
     let m = message(&v, "BG101");
-    assert!(m.contains("refuses `@daily`") && m.contains("`0 0 * * *`"), "{m}");
+    assert!(
+        m.contains("refuses `@daily`") && m.contains("`0 0 * * *`"),
+        "{m}"
+    );
 }
 
 #[test]
 fn slots_accepts_the_pm2_dialect() {
     let out = bg()
         .args(["slots", "--schedule", "0 0 5/10 * *", "--dialect", "pm2"])
-        .args(["--from", "2026-03-01T00:00:00Z", "--to", "2026-03-31T00:00:00Z"])
+        .args([
+            "--from",
+            "2026-03-01T00:00:00Z",
+            "--to",
+            "2026-03-31T00:00:00Z",
+        ])
         .output()
         .expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // croner 4 starts `5/10` at array index 5: the 6th, 16th and 26th.
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),

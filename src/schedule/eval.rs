@@ -130,9 +130,7 @@ impl Spec {
         let dow_ok = |d: Date| self.dow & (1 << d.weekday().to_sunday_zero_offset()) != 0;
         let (mut c, mut inclusive) = (1i32, true);
         for _ in 0..64 {
-            let next = (c..=31).find(|&s| {
-                (inclusive || s > c) && self.dom & (1 << s) != 0
-            });
+            let next = (c..=31).find(|&s| (inclusive || s > c) && self.dom & (1 << s) != 0);
             let Some(d) = next else { return false };
             let Ok(mut at) = first.checked_add(jiff::Span::new().days(d - 1)) else {
                 return false;

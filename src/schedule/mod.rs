@@ -1,7 +1,7 @@
 //! Cron schedules as the scheduler that runs them reads them (SPEC 4).
 //!
 //! The same expression fires at different instants under Debian cron, Kubernetes
-//! (robfig/cron v3), node-cron, npm `cron` and croner: they differ in field counts, in how
+//! (robfig/cron v3), node-cron, npm `cron`, PM2 (croner 4) and croner 11: they differ in field counts, in how
 //! day-of-month and day-of-week combine, and in what happens in a DST gap or repeated hour.
 //! An audit that assumed the wrong one would report runs as missing or doubled, so every
 //! [`Schedule`] carries its [`Dialect`] and evaluates exactly as that library does,
@@ -10,7 +10,7 @@
 //! checks every one, and `docs/schedules.md` lists where the libraries differ from SPEC 4.
 //!
 //! Why an own evaluator: the `cron` crate reads Quartz-style 6-7 field expressions with
-//! AND semantics and Sunday = 1, so it matches none of the five dialects; the Rust port of
+//! AND semantics and Sunday = 1, so it matches none of the six dialects; the Rust port of
 //! croner covers one dialect only. One evaluator with per-dialect rules keeps them
 //! side by side and fast: each field is a bitset, days are walked one at a time, and a
 //! day far from any UTC-offset change is converted with a single offset (see `eval`).
@@ -472,9 +472,7 @@ impl Schedule {
         if shift <= 0 {
             return false;
         }
-        let has = |s: i64| {
-            u32::try_from(s).is_ok_and(|s| self.sods.binary_search(&s).is_ok())
-        };
+        let has = |s: i64| u32::try_from(s).is_ok_and(|s| self.sods.binary_search(&s).is_ok());
         let sod = i64::from(sod);
         let mut s = sod - shift;
         while s >= 0 {
@@ -515,7 +513,10 @@ fn zone_prefix(expr: &str, d: Dialect) -> Result<(Option<ZonePrefix>, usize), Cr
     } else {
         TimeZone::get(name).map_err(|_| CronError {
             kind: CronErrorKind::Invalid,
-            message: format!("`{name}` in the {} prefix is not an IANA time zone", &expr[..eq]),
+            message: format!(
+                "`{name}` in the {} prefix is not an IANA time zone",
+                &expr[..eq]
+            ),
             span: eq + 1..space,
         })?
     };

@@ -508,7 +508,10 @@ fn parse_field(text: &str, span: Range<usize>, kind: Kind, d: Dialect) -> Result
     // A whole day-of-month `L` is the one special that PM2's croner 4 takes too.
     if kind == Kind::Dom && text.eq_ignore_ascii_case("L") && !LWH_DIALECTS.contains(&d) {
         return Err(unsupported(
-            format!("`{text}` (L, W or #) in the {} field is not accepted by dialect {d}", kind.name()),
+            format!(
+                "`{text}` (L, W or #) in the {} field is not accepted by dialect {d}",
+                kind.name()
+            ),
             span,
             &[Dialect::NodeCron, Dialect::Pm2, Dialect::Croner],
         ));

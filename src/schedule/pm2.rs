@@ -233,7 +233,9 @@ fn values(text: &str, span: Range<usize>, field: Field) -> Result<u64, CronError
                     .then(|| (number(a), number(b), number(s)))
             });
             let Some((Some(lo), Some(hi), Some(step))) = parsed else {
-                return Err(bad(format!("`{item}` is not a range with a step (`a-b/n`)")));
+                return Err(bad(format!(
+                    "`{item}` is not a range with a step (`a-b/n`)"
+                )));
             };
             check_step(step, len, what).map_err(&bad)?;
             let (lo, hi) = (lo + offset, hi + offset);
@@ -264,7 +266,11 @@ fn values(text: &str, span: Range<usize>, field: Field) -> Result<u64, CronError
             };
             check_step(step, len, what).map_err(&bad)?;
             // croner 4 starts at the array index as written: no 1-based shift here.
-            let start = if *start == "*" { Some(0) } else { number(start) };
+            let start = if *start == "*" {
+                Some(0)
+            } else {
+                number(start)
+            };
             if let Some(mut i) = start {
                 while i < len {
                     set(i);
@@ -342,7 +348,11 @@ mod tests {
     #[test]
     fn only_whole_field_l_is_accepted() {
         assert!(Schedule::parse("0 0 L * *", Dialect::Pm2).is_ok());
-        for (expr, bad) in [("0 0 15W * *", "15W"), ("0 0 * * 5#2", "5#2"), ("0 0 LW * *", "LW")] {
+        for (expr, bad) in [
+            ("0 0 15W * *", "15W"),
+            ("0 0 * * 5#2", "5#2"),
+            ("0 0 LW * *", "LW"),
+        ] {
             let e = err(expr);
             assert!(
                 matches!(e.kind, CronErrorKind::Unsupported { .. }),

@@ -223,7 +223,11 @@ mod tests {
                 None,
                 "{sched}"
             );
-            assert_eq!(message(sched, "America/New_York", "crontab"), None, "{sched}");
+            assert_eq!(
+                message(sched, "America/New_York", "crontab"),
+                None,
+                "{sched}"
+            );
         }
         assert_eq!(message("*/15 * * * *", "Europe/Berlin", "kubernetes"), None);
         assert!(message("30 2 * * *", "America/New_York", "kubernetes").is_some());

@@ -104,12 +104,22 @@ mod tests {
     #[test]
     fn pm2_takes_a_whole_field_l_only() {
         let m = |platform: &str, sched: &str| {
-            format!("version: 1\ndeployment:\n  platform: {platform}\n  scheduler: {platform}\njobs:\n  - name: a\n    schedule: \"{sched}\"\n")
+            format!(
+                "version: 1\ndeployment:\n  platform: {platform}\n  scheduler: {platform}\njobs:\n  - name: a\n    schedule: \"{sched}\"\n"
+            )
         };
         let f = findings(&m("kubernetes", "0 2 L * *"), "BG106");
-        assert!(f[0].message.contains("node-cron, pm2 and croner"), "{}", f[0].message);
+        assert!(
+            f[0].message.contains("node-cron, pm2 and croner"),
+            "{}",
+            f[0].message
+        );
         let f = findings(&m("pm2", "0 2 15W * *"), "BG106");
-        assert!(f[0].message.contains("only node-cron and croner"), "{}", f[0].message);
+        assert!(
+            f[0].message.contains("only node-cron and croner"),
+            "{}",
+            f[0].message
+        );
         assert!(findings(&m("pm2", "0 2 L * *"), "BG106").is_empty());
         assert!(findings(&m("pm2", "0 2 L * *"), "BG101").is_empty());
     }

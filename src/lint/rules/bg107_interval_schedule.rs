@@ -127,7 +127,11 @@ mod tests {
 
     #[test]
     fn suggests_the_same_rate() {
-        for (every, cron) in [("15m", "*/15 * * * *"), ("6h", "0 */6 * * *"), ("24h", "0 0 * * *")] {
+        for (every, cron) in [
+            ("15m", "*/15 * * * *"),
+            ("6h", "0 */6 * * *"),
+            ("24h", "0 0 * * *"),
+        ] {
             let f = findings(&manifest("kubernetes", &format!("@every {every}")), "BG107");
             assert!(f[0].help.contains(cron), "{every}: {}", f[0].help);
         }

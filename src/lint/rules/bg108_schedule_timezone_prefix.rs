@@ -87,7 +87,11 @@ mod tests {
         assert_eq!(f.len(), 1);
         let s = f[0].at.span;
         assert_eq!(&yaml[s.start..s.end()], "CRON_TZ=Asia/Seoul");
-        assert!(f[0].message.contains("`0 2 * * *` in Asia/Seoul"), "{}", f[0].message);
+        assert!(
+            f[0].message.contains("`0 2 * * *` in Asia/Seoul"),
+            "{}",
+            f[0].message
+        );
         assert!(f[0].help.contains("timeZone: Asia/Seoul"), "{}", f[0].help);
         assert!(findings(&yaml, "BG106").is_empty());
         assert!(findings(&yaml, "BG101").is_empty());
@@ -100,7 +104,11 @@ mod tests {
         assert_eq!(findings(&yaml, "BG108").len(), 1);
         let dst = findings(&yaml, "BG103");
         assert_eq!(dst.len(), 1);
-        assert!(dst[0].message.contains("America/New_York"), "{}", dst[0].message);
+        assert!(
+            dst[0].message.contains("America/New_York"),
+            "{}",
+            dst[0].message
+        );
     }
 
     #[test]
@@ -119,6 +127,10 @@ mod tests {
         assert!(findings(yaml, "BG106").is_empty());
         let f = findings(yaml, "BG101");
         assert_eq!(f.len(), 1);
-        assert!(f[0].message.contains("not part of a crontab schedule"), "{}", f[0].message);
+        assert!(
+            f[0].message.contains("not part of a crontab schedule"),
+            "{}",
+            f[0].message
+        );
     }
 }
