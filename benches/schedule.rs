@@ -26,7 +26,7 @@ const ZONES: [&str; 4] = ["UTC", "America/New_York", "Europe/Berlin", "Asia/Kolk
 fn jobs() -> Vec<(Schedule, TimeZone)> {
     (0..1000)
         .map(|i| {
-            let d = Dialect::ALL[i % 5];
+            let d = Dialect::ALL[i % Dialect::ALL.len()];
             let e = EXPRS[i % EXPRS.len()];
             let s = Schedule::parse(e, d).or_else(|_| Schedule::parse("0 4 * * *", d));
             let tz = TimeZone::get(ZONES[(i / 5) % ZONES.len()]).expect("zone");

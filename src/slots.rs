@@ -195,7 +195,7 @@ pub fn write_slots(
             .checked_add(SignedDuration::from_hours(24))
             .map_or(to, |e| e.min(to));
         for t in r.schedule.slots(&r.tz, cursor, end) {
-            writeln!(out, "{}", format_slot(t, &r.tz))?;
+            writeln!(out, "{}", format_slot(t, r.schedule.zone(&r.tz)))?;
             n += 1;
         }
         cursor = end;

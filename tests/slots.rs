@@ -216,7 +216,9 @@ fn unsupported_feature_names_the_dialects_that_accept_it() {
     ])
     .assert()
     .code(2)
-    .stderr(predicate::str::contains("accepted by: node-cron, croner"));
+    .stderr(predicate::str::contains(
+        "accepted by: node-cron, pm2, croner",
+    ));
 }
 
 #[test]

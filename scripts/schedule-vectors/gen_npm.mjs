@@ -1,5 +1,7 @@
-// Regenerates fixtures/schedule/{node-cron,cron-npm,croner}.jsonl by asking the real npm
+// Regenerates fixtures/schedule/{node-cron,cron-npm,croner,pm2}.jsonl by asking the real npm
 // schedulers (versions pinned in package.json) what each expression of cases.json fires.
+// pm2 is croner 4.1.97 (the version PM2 7 pins, installed as the alias `croner4`), called as
+// PM2's God.registerCron calls it: no options, so it reads the process's local zone (TZ).
 // Usage: (cd scripts/schedule-vectors && npm ci && node gen_npm.mjs)
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +19,8 @@ import { T as NodeCronMatcher } from './node_modules/node-cron/dist/_shared.js';
 // repeated hour differently. Pin "now" to a winter date so the vectors are reproducible;
 // batchguard assumes a process started on standard time (docs/schedules.md).
 const require = createRequire(import.meta.url);
+// PM2 loads croner with require(), so take the same CommonJS build.
+const Croner4 = require('croner4');
 const { DateTime, Settings } = require('luxon');
 const PINNED_NOW = Date.parse('2026-01-15T12:00:00Z');
 Settings.now = () => PINNED_NOW;
@@ -37,6 +41,13 @@ const oracles = {
     if (!nodeCron.validate(expr)) throw new Error('node-cron: validate() is false');
     const m = new NodeCronMatcher(expr, tz);
     return (ms) => { try { return m.getNextMatch(new Date(ms)).getTime(); } catch { return null; } };
+  },
+  'pm2': (expr, tz) => {
+    // PM2 passes no timezone: croner 4 works in the local zone of the PM2 daemon.
+    process.env.TZ = tz;
+    const c = Croner4(expr);
+    if (c.once) throw new Error('croner4: a date, run once, not a schedule');
+    return (ms) => { const d = c.next(new Date(ms)); return d ? d.getTime() : null; };
   },
   'cron-npm': (expr, tz) => {
     const ct = new CronTime(expr, tz);
@@ -69,11 +80,19 @@ for (const dialect of Object.keys(oracles)) {
   const make = oracles[dialect];
   const lines = [];
   const general = [...cases.five_field, ...cases.seconds, ...cases.lwh, ...cases.invalid,
-    ...(dialect === 'croner' ? cases.croner_only : [])];
+    ...(dialect === 'croner' ? cases.croner_only : []),
+    ...(dialect === 'pm2' ? cases.pm2_only : [])];
   const emit = (expr, windows, tag) => {
     let next0;
     try { make(expr, 'UTC'); } catch (e) {
       lines.push({ dialect, expr, tag, valid: false, error: String(e.message || e).split('\n')[0] });
+      return;
+    }
+    // croner 4 replaces `?` with the current second, minute, ... when it reads the pattern:
+    // the slots depend on when PM2 started, so batchguard refuses it (docs/schedules.md).
+    if (dialect === 'pm2' && expr.includes('?')) {
+      lines.push({ dialect, expr, tag, valid: false, library_accepts: true,
+        error: '`?` stands for the time PM2 read the pattern' });
       return;
     }
     for (const w of windows) {
@@ -91,6 +110,11 @@ for (const dialect of Object.keys(oracles)) {
   };
   for (const expr of general) emit(expr, cases.general_windows, 'general');
   for (const expr of cases.dst) emit(expr, cases.dst_windows, 'dst');
+  // croner 4 in a half-hour gap (Lord Howe): the chain jumps past slots after the gap.
+  if (dialect === 'pm2') {
+    for (const expr of [...cases.dst, ...cases.pm2_dst]) emit(expr, cases.pm2_dst_windows, 'dst');
+  }
+  process.env.TZ = 'UTC';
   writeFileSync(join(outDir, `${dialect}.jsonl`), lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
   console.log(dialect, lines.length);
 }

@@ -269,7 +269,7 @@ fn platform_of(d: Dialect) -> &'static str {
     match d {
         Dialect::Crontab => "crontab",
         Dialect::Kubernetes => "kubernetes",
-        Dialect::NodeCron | Dialect::CronNpm => "pm2",
+        Dialect::NodeCron | Dialect::CronNpm | Dialect::Pm2 => "pm2",
         Dialect::Croner => "other",
     }
 }

@@ -662,7 +662,9 @@ pub fn lint_source(
 /// The schedule and timezone rules (SPEC 3.5: BG1xx apply to registrations) that need no
 /// manifest declaration. BG104 and BG408 compare with `expected_duration` and the retry
 /// policy, which only a manifest carries.
-const REGISTRATION_SCHEDULE_RULES: &[&str] = &["BG101", "BG102", "BG103", "BG105", "BG106"];
+const REGISTRATION_SCHEDULE_RULES: &[&str] = &[
+    "BG101", "BG102", "BG103", "BG105", "BG106", "BG107", "BG108",
+];
 
 /// Runs the schedule rules on a registration by presenting it as a job whose only
 /// declarations are its schedule, zone and dialect, so the rules stay written once.

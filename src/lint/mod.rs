@@ -102,6 +102,7 @@ pub fn dialect_of(s: Scheduler) -> Dialect {
         Scheduler::Kubernetes => Dialect::Kubernetes,
         Scheduler::NodeCron => Dialect::NodeCron,
         Scheduler::CronNpm => Dialect::CronNpm,
+        Scheduler::Pm2 => Dialect::Pm2,
         Scheduler::Croner => Dialect::Croner,
     }
 }

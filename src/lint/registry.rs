@@ -17,6 +17,8 @@ static RULES: &[&dyn Rule] = &[
     &bg104_schedule_overlap::ScheduleOverlap,
     &bg105_unknown_timezone::UnknownTimezone,
     &bg106_seconds_unsupported::SecondsUnsupported,
+    &bg107_interval_schedule::IntervalSchedule,
+    &bg108_schedule_timezone_prefix::ScheduleTimezonePrefix,
     &bg201_missing_lock::MissingLock,
     &bg202_lock_ttl_too_short::LockTtlTooShort,
     &bg203_lock_ttl_too_long::LockTtlTooLong,

@@ -176,7 +176,7 @@ word_enum! {
 }
 word_enum! {
     /// The cron dialect (SPEC 4): the scheduler library whose semantics the schedule follows.
-    Scheduler { Crontab = "crontab", Kubernetes = "kubernetes", NodeCron = "node-cron", CronNpm = "cron-npm", Croner = "croner" }
+    Scheduler { Crontab = "crontab", Kubernetes = "kubernetes", NodeCron = "node-cron", CronNpm = "cron-npm", Pm2 = "pm2", Croner = "croner" }
 }
 word_enum! {
     /// Where the lock lives.

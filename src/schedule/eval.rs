@@ -107,7 +107,53 @@ impl Spec {
             }
         }
         let _ = y;
-        if self.day_and { dom && dow } else { dom || dow }
+        let hit = if self.day_and { dom && dow } else { dom || dow };
+        hit && !(self.pm2_overflow && d < 12 && self.pm2_skips(date))
+    }
+
+    /// croner 4 (PM2) at a month's end: when no day of the set is left in the month, its
+    /// day search lands on a day the month lacks (`31` in February), and its day-of-week
+    /// loop then walks on from that day's normalised date (3 March) without looking at
+    /// day-of-month again. The first days of the next month are never looked at:
+    /// `0 12 */10 * SUN` does not run on Sunday 1 March 2026. This replays the chain
+    /// through the previous month (as a long-running PM2 has it) and says whether `date`
+    /// lies before the point where it lands.
+    fn pm2_skips(&self, date: Date) -> bool {
+        let Ok(prev) = date.first_of_month().yesterday() else {
+            return false;
+        };
+        if self.month & (1 << prev.month() as u32) == 0 {
+            return false;
+        }
+        let first = prev.first_of_month();
+        let len = i32::from(prev.days_in_month());
+        let dow_ok = |d: Date| self.dow & (1 << d.weekday().to_sunday_zero_offset()) != 0;
+        let (mut c, mut inclusive) = (1i32, true);
+        for _ in 0..64 {
+            let next = (c..=31).find(|&s| (inclusive || s > c) && self.dom & (1 << s) != 0);
+            let Some(d) = next else { return false };
+            let Ok(mut at) = first.checked_add(jiff::Span::new().days(d - 1)) else {
+                return false;
+            };
+            let mut walked = false;
+            for _ in 0..7 {
+                if dow_ok(at) {
+                    break;
+                }
+                let Ok(n) = at.tomorrow() else { return false };
+                at = n;
+                walked = true;
+            }
+            if at.month() != prev.month() {
+                return date < at;
+            }
+            if !walked && d <= len {
+                (c, inclusive) = (d, false);
+            } else {
+                (c, inclusive) = (i32::from(at.day()), true);
+            }
+        }
+        false
     }
 }
 
@@ -198,6 +244,8 @@ impl<'a> Engine<'a> {
         let start = out.len();
         if self.dialect == Dialect::CronNpm {
             self.cron_npm_day(date, out);
+        } else if self.dialect == Dialect::Pm2 {
+            self.pm2_day(date, day_local, out);
         } else {
             for &sod in self.sods {
                 self.resolve(wall(date, sod), day_local + i64::from(sod), out);
@@ -238,6 +286,9 @@ impl<'a> Engine<'a> {
                 let later = local - i64::from(after.seconds());
                 match self.dialect {
                     Dialect::Crontab | Dialect::Croner if self.spec.fixed => out.push(earlier),
+                    // croner 4 builds a local `Date`, which takes the earlier instant, and
+                    // chains from the last run's wall clock, so the second pass never comes.
+                    Dialect::Pm2 => out.push(earlier),
                     Dialect::NodeCron => out.push(self.node_cron_instant(local)),
                     _ => {
                         out.push(earlier);
@@ -245,6 +296,30 @@ impl<'a> Engine<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// croner 4 (PM2) near a transition. Its chain finds the next matching wall-clock time;
+    /// one in a gap is normalised by `Date` to `time + gap`, and the search goes on from
+    /// there. So the slots in the gap are skipped and, where the gap is not a whole hour
+    /// (Australia/Lord_Howe), so are the slots between the end of the gap and the first
+    /// gap slot plus the gap.
+    fn pm2_day(&self, date: Date, day_local: i64, out: &mut Vec<i64>) {
+        let mut resume: Option<i64> = None;
+        for &sod in self.sods {
+            let local = day_local + i64::from(sod);
+            if resume.is_some_and(|r| local < r) {
+                continue;
+            }
+            let dt = wall(date, sod);
+            if let AmbiguousOffset::Gap { before, after } =
+                self.tz.to_ambiguous_timestamp(dt).offset()
+            {
+                let gap = i64::from(after.seconds()) - i64::from(before.seconds());
+                resume.get_or_insert(local + gap);
+                continue;
+            }
+            self.resolve(dt, local, out);
         }
     }
 

@@ -40,6 +40,7 @@ impl Schedule {
         if from >= to {
             return None;
         }
+        let tz = self.zone(tz);
         let d_in = self
             .sods
             .windows(2)

@@ -1,7 +1,7 @@
 //! Cron schedules as the scheduler that runs them reads them (SPEC 4).
 //!
 //! The same expression fires at different instants under Debian cron, Kubernetes
-//! (robfig/cron v3), node-cron, npm `cron` and croner: they differ in field counts, in how
+//! (robfig/cron v3), node-cron, npm `cron`, PM2 (croner 4) and croner 11: they differ in field counts, in how
 //! day-of-month and day-of-week combine, and in what happens in a DST gap or repeated hour.
 //! An audit that assumed the wrong one would report runs as missing or doubled, so every
 //! [`Schedule`] carries its [`Dialect`] and evaluates exactly as that library does,
@@ -10,7 +10,7 @@
 //! checks every one, and `docs/schedules.md` lists where the libraries differ from SPEC 4.
 //!
 //! Why an own evaluator: the `cron` crate reads Quartz-style 6-7 field expressions with
-//! AND semantics and Sunday = 1, so it matches none of the five dialects; the Rust port of
+//! AND semantics and Sunday = 1, so it matches none of the six dialects; the Rust port of
 //! croner covers one dialect only. One evaluator with per-dialect rules keeps them
 //! side by side and fast: each field is a bitset, days are walked one at a time, and a
 //! day far from any UTC-offset change is converted with a single offset (see `eval`).
@@ -21,6 +21,7 @@
 mod eval;
 mod gap;
 mod parse;
+mod pm2;
 
 use eval::Engine;
 use jiff::civil::DateTime;
@@ -42,17 +43,20 @@ pub enum Dialect {
     NodeCron,
     /// npm `cron` 4 (kelektiv).
     CronNpm,
+    /// croner as PM2 pins it (4.1.97 in PM2 7), which evaluates `cron_restart`.
+    Pm2,
     /// croner 11 (JS).
     Croner,
 }
 
 impl Dialect {
     /// Every dialect, in SPEC 4 order.
-    pub const ALL: [Dialect; 5] = [
+    pub const ALL: [Dialect; 6] = [
         Dialect::Crontab,
         Dialect::Kubernetes,
         Dialect::NodeCron,
         Dialect::CronNpm,
+        Dialect::Pm2,
         Dialect::Croner,
     ];
 
@@ -63,6 +67,7 @@ impl Dialect {
             Dialect::Kubernetes => "kubernetes",
             Dialect::NodeCron => "node-cron",
             Dialect::CronNpm => "cron-npm",
+            Dialect::Pm2 => "pm2",
             Dialect::Croner => "croner",
         }
     }
@@ -106,6 +111,21 @@ pub enum CronErrorKind {
     Invalid,
     /// Valid elsewhere: a seconds/year field or L, W, # that this dialect rejects (BG106).
     Unsupported { accepted_by: Vec<Dialect> },
+    /// `@every D` (robfig/cron, so Kubernetes): valid, but it counts from when the
+    /// controller started, not from the clock, so it has no slots to expect (BG107). An
+    /// error rather than a schedule so that no caller can enumerate, audit or compare it.
+    Interval { every: SignedDuration },
+}
+
+/// A `CRON_TZ=Zone`/`TZ=Zone` prefix that robfig/cron (Kubernetes) reads before the
+/// fields: the schedule runs in that zone whatever zone the caller passes (BG108).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZonePrefix {
+    /// The zone name as written (`Asia/Seoul`).
+    pub name: String,
+    /// Byte range of the whole prefix (`CRON_TZ=Asia/Seoul`) in the expression.
+    pub span: Range<usize>,
+    tz: TimeZone,
 }
 
 /// A DST transition that touches a slot, and what the dialect does there (BG103).
@@ -117,6 +137,11 @@ pub struct DstEffect {
     /// The wall-clock time of the slot that falls in the gap or repeated hour.
     pub local: DateTime,
     pub action: DstAction,
+    /// The job still runs as on an ordinary day: a periodic slot that follows real time
+    /// through the change (skipped in a gap, both passes of a repeat, with the schedule
+    /// firing every `shift` all that day), or a fixed-time slot run once in a repeated
+    /// hour. BG103 reports only the effects where this is false.
+    pub ordinary: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,12 +174,18 @@ pub struct Schedule {
     spec: parse::Spec,
     /// Seconds of the day the time fields allow, ascending.
     sods: Box<[u32]>,
+    /// A `CRON_TZ=` prefix (kubernetes only): overrides the zone every method is given.
+    zone: Option<ZonePrefix>,
 }
 
 impl Schedule {
     /// Parses `expr` as `dialect` reads it.
     pub fn parse(expr: &str, dialect: Dialect) -> Result<Schedule, CronError> {
-        let spec = parse::parse(expr, dialect)?;
+        let (zone, rest) = zone_prefix(expr, dialect)?;
+        let spec = parse::parse(&expr[rest..], dialect).map_err(|mut e| {
+            e.span = e.span.start + rest..e.span.end + rest;
+            e
+        })?;
         let mut sods = Vec::new();
         for h in bits(u64::from(spec.hour)) {
             for m in bits(spec.min) {
@@ -175,7 +206,18 @@ impl Schedule {
             dialect,
             spec,
             sods: sods.into_boxed_slice(),
+            zone,
         })
+    }
+
+    /// The `CRON_TZ=`/`TZ=` prefix the expression carries, if any.
+    pub fn zone_prefix(&self) -> Option<&ZonePrefix> {
+        self.zone.as_ref()
+    }
+
+    /// The zone the schedule runs in: its own prefix's, else `tz` (the job's zone).
+    pub fn zone<'a>(&'a self, tz: &'a TimeZone) -> &'a TimeZone {
+        self.zone.as_ref().map_or(tz, |z| &z.tz)
     }
 
     pub fn expr(&self) -> &str {
@@ -199,6 +241,7 @@ impl Schedule {
     }
 
     fn slot_secs(&self, tz: &TimeZone, from: Timestamp, to: Timestamp) -> Vec<i64> {
+        let tz = self.zone(tz);
         let mut out = Vec::new();
         if from >= to {
             return out;
@@ -230,6 +273,7 @@ impl Schedule {
 
     /// The first slot strictly after `t`, looking up to 30 years ahead.
     pub fn next_after(&self, tz: &TimeZone, t: Timestamp) -> Option<Timestamp> {
+        let tz = self.zone(tz);
         let floor = t.as_second() - i64::from(t.subsec_nanosecond() < 0);
         let mut eng = Engine::new(&self.spec, &self.sods, self.dialect, tz);
         let mut day = tz.to_datetime(t).date().yesterday().ok()?;
@@ -274,6 +318,7 @@ impl Schedule {
     /// Each slot in `[from, to)` that falls in a DST gap or repeated hour, with what this
     /// dialect does with it (for BG103's message).
     pub fn dst_effects(&self, tz: &TimeZone, from: Timestamp, to: Timestamp) -> Vec<DstEffect> {
+        let tz = self.zone(tz);
         let mut out = Vec::new();
         let Ok(start) = from.checked_sub(SignedDuration::from_secs(1)) else {
             return out;
@@ -384,11 +429,30 @@ impl Schedule {
                             (false, false) => DstAction::Skipped,
                         }
                     };
+                    let periodic = self.keeps_cadence(sod, (after - before).abs());
+                    let follows = match (kind, action) {
+                        (DstKind::Gap, DstAction::Skipped) => true,
+                        // A late run that lands on a slot of its own adds nothing.
+                        (DstKind::Gap, DstAction::RunsLate { at }) => {
+                            let w = tz.to_datetime(at);
+                            let sod = i64::from(w.hour()) * 3600
+                                + i64::from(w.minute()) * 60
+                                + i64::from(w.second());
+                            is_candidate(w.date(), eval::local_day_secs(w.date()) + sod)
+                        }
+                        (DstKind::Repeat, DstAction::RunsTwice { .. }) => true,
+                        _ => false,
+                    };
+                    let ordinary = match (kind, action) {
+                        (DstKind::Repeat, DstAction::RunsOnce { .. }) => !periodic,
+                        _ => periodic && follows,
+                    };
                     out.push(DstEffect {
                         transition,
                         kind,
                         local: wall,
                         action,
+                        ordinary,
                     });
                 }
             }
@@ -398,6 +462,73 @@ impl Schedule {
             }
         }
     }
+}
+
+impl Schedule {
+    /// Whether the schedule fires every `shift` seconds all day around second-of-day
+    /// `sod`: at `sod ± k·shift` for every k that stays within the day. Such a job keeps its
+    /// cadence through a DST change of `shift` when the dialect follows real time (BG103).
+    fn keeps_cadence(&self, sod: u32, shift: i64) -> bool {
+        if shift <= 0 {
+            return false;
+        }
+        let has = |s: i64| u32::try_from(s).is_ok_and(|s| self.sods.binary_search(&s).is_ok());
+        let sod = i64::from(sod);
+        let mut s = sod - shift;
+        while s >= 0 {
+            if !has(s) {
+                return false;
+            }
+            s -= shift;
+        }
+        let mut s = sod + shift;
+        while s < 86_400 {
+            if !has(s) {
+                return false;
+            }
+            s += shift;
+        }
+        true
+    }
+}
+
+/// Splits a `CRON_TZ=Zone `/`TZ=Zone ` prefix off a kubernetes expression, as robfig/cron
+/// reads it: only at the very start, the zone ending at the first space; an empty name is
+/// UTC (Go's `time.LoadLocation("")`). Returns the prefix and where the fields start.
+fn zone_prefix(expr: &str, d: Dialect) -> Result<(Option<ZonePrefix>, usize), CronError> {
+    if d != Dialect::Kubernetes || !(expr.starts_with("TZ=") || expr.starts_with("CRON_TZ=")) {
+        return Ok((None, 0));
+    }
+    let eq = expr.find('=').unwrap_or(0);
+    let Some(space) = expr.find(' ') else {
+        return Err(CronError {
+            kind: CronErrorKind::Invalid,
+            message: "the time-zone prefix is not followed by a schedule".into(),
+            span: 0..expr.len(),
+        });
+    };
+    let name = &expr[eq + 1..space];
+    let tz = if name.is_empty() {
+        TimeZone::UTC
+    } else {
+        TimeZone::get(name).map_err(|_| CronError {
+            kind: CronErrorKind::Invalid,
+            message: format!(
+                "`{name}` in the {} prefix is not an IANA time zone",
+                &expr[..eq]
+            ),
+            span: eq + 1..space,
+        })?
+    };
+    let rest = expr[space..].len() - expr[space..].trim_start().len() + space;
+    Ok((
+        Some(ZonePrefix {
+            name: name.to_owned(),
+            span: 0..space,
+            tz,
+        }),
+        rest,
+    ))
 }
 
 fn ts_or(s: i64, fallback: Timestamp) -> Timestamp {

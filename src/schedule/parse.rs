@@ -39,6 +39,9 @@ pub(crate) struct Spec {
     pub day_and: bool,
     /// A "fixed-time job" in the dialect's DST rules (crontab and croner only).
     pub fixed: bool,
+    /// pm2: day-of-month and day-of-week are both restricted and day-of-month has a day
+    /// some month lacks, so croner 4's month-end quirk applies (see `Spec::pm2_skips`).
+    pub pm2_overflow: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,7 +109,7 @@ const FULL_MONTHS: [&str; 12] = [
     "DECEMBER",
 ];
 
-fn invalid(message: impl Into<String>, span: Range<usize>) -> CronError {
+pub(crate) fn invalid(message: impl Into<String>, span: Range<usize>) -> CronError {
     CronError {
         kind: CronErrorKind::Invalid,
         message: message.into(),
@@ -114,7 +117,11 @@ fn invalid(message: impl Into<String>, span: Range<usize>) -> CronError {
     }
 }
 
-fn unsupported(message: impl Into<String>, span: Range<usize>, by: &[Dialect]) -> CronError {
+pub(crate) fn unsupported(
+    message: impl Into<String>,
+    span: Range<usize>,
+    by: &[Dialect],
+) -> CronError {
     CronError {
         kind: CronErrorKind::Unsupported {
             accepted_by: by.to_vec(),
@@ -125,7 +132,7 @@ fn unsupported(message: impl Into<String>, span: Range<usize>, by: &[Dialect]) -
 }
 
 /// The macros each dialect knows, and whether their names are case-sensitive.
-fn macro_expansion(d: Dialect, name: &str) -> Option<&'static str> {
+pub(crate) fn macro_expansion(d: Dialect, name: &str) -> Option<&'static str> {
     let key = match d {
         // Vixie/Debian cron and robfig compare the name byte for byte.
         Dialect::Crontab | Dialect::Kubernetes => name.to_string(),
@@ -157,7 +164,7 @@ fn macro_expansion(d: Dialect, name: &str) -> Option<&'static str> {
 }
 
 /// Splits on ASCII whitespace, keeping each field's byte range in the expression.
-fn split_fields(expr: &str) -> Vec<(&str, Range<usize>)> {
+pub(crate) fn split_fields(expr: &str) -> Vec<(&str, Range<usize>)> {
     let mut out = Vec::new();
     let mut start = None;
     for (i, c) in expr.char_indices() {
@@ -177,6 +184,9 @@ fn split_fields(expr: &str) -> Vec<(&str, Range<usize>)> {
 
 pub(crate) fn parse(expr: &str, d: Dialect) -> Result<Spec, CronError> {
     let whole = 0..expr.len();
+    if d == Dialect::Pm2 {
+        return super::pm2::parse(expr);
+    }
     let trimmed = expr.trim();
     if trimmed.starts_with('@') {
         let name = trimmed.split_ascii_whitespace().next().unwrap_or(trimmed);
@@ -184,11 +194,12 @@ pub(crate) fn parse(expr: &str, d: Dialect) -> Result<Spec, CronError> {
         let span = start..start + name.len();
         if trimmed.len() != name.len() {
             if name == "@every" && d == Dialect::Kubernetes {
+                return Err(every(expr, start));
+            }
+            if name == "@every" {
                 return Err(invalid(
-                    "@every is accepted by Kubernetes, but its runs are counted from when the \
-                     controller last ran, not from the clock, so batchguard cannot expect its slots; \
-                     write a cron expression instead",
-                    whole,
+                    format!("dialect {d} has no @every (robfig/cron, so Kubernetes, has it)"),
+                    span,
                 ));
             }
             return Err(invalid(format!("`{name}` takes no arguments here"), whole));
@@ -210,14 +221,103 @@ pub(crate) fn parse(expr: &str, d: Dialect) -> Result<Spec, CronError> {
     parse_fields(expr, d, false)
 }
 
+/// `@every D` as robfig/cron reads it: the rest of the expression is one Go duration
+/// (`time.ParseDuration`), rounded up to at least one second.
+fn every(expr: &str, start: usize) -> CronError {
+    let arg_at = start + "@every ".len();
+    let arg = expr.get(arg_at..).unwrap_or("").trim_end();
+    match go_duration(arg) {
+        Some(nanos) => {
+            let secs = (nanos / 1_000_000_000).max(1);
+            let every = jiff::SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX));
+            CronError {
+                kind: CronErrorKind::Interval { every },
+                message: format!(
+                    "`@every {arg}` runs every {arg} counted from when the controller started, \
+                     not from the clock"
+                ),
+                span: start..arg_at + arg.len(),
+            }
+        }
+        None => invalid(
+            format!("`{arg}` is not a Go duration (like `90s`, `15m` or `1h30m`)"),
+            arg_at.min(expr.len())..expr.len(),
+        ),
+    }
+}
+
+/// Nanoseconds of a Go `time.ParseDuration` string, or `None` where Go refuses it
+/// (negative durations count as zero: robfig then runs every second).
+pub(crate) fn go_duration(s: &str) -> Option<u128> {
+    let (neg, mut rest) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: f64 = 0.0;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let num = &rest[..num_len];
+        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
+            return None;
+        }
+        let value: f64 = num.parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1.0,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += value * scale;
+    }
+    if !total.is_finite() || total > 9.3e18 {
+        return None;
+    }
+    Some(if neg { 0 } else { total as u128 })
+}
+
 fn parse_fields(expr: &str, d: Dialect, from_macro: bool) -> Result<Spec, CronError> {
     let fields = split_fields(expr);
     let n = fields.len();
     let whole = 0..expr.len();
-    let seconds_dialects = [Dialect::NodeCron, Dialect::CronNpm, Dialect::Croner];
+    if let Some((first, span)) = fields.first()
+        && let Some(eq) = first.find('=')
+        && matches!(&first[..eq], "CRON_TZ" | "TZ")
+    {
+        return Err(invalid(
+            format!(
+                "a `{}=` prefix is not part of a {d} schedule (only robfig/cron, so Kubernetes, \
+                 reads it); set the job's timezone instead",
+                &first[..eq]
+            ),
+            span.clone(),
+        ));
+    }
+    let seconds_dialects = [
+        Dialect::NodeCron,
+        Dialect::CronNpm,
+        Dialect::Pm2,
+        Dialect::Croner,
+    ];
     let allowed: &[usize] = match d {
         Dialect::Crontab | Dialect::Kubernetes => &[5],
-        Dialect::NodeCron | Dialect::CronNpm => &[5, 6],
+        Dialect::NodeCron | Dialect::CronNpm | Dialect::Pm2 => &[5, 6],
         Dialect::Croner => &[5, 6, 7],
     };
     if !allowed.contains(&n) {
@@ -290,7 +390,7 @@ fn parse_fields(expr: &str, d: Dialect, from_macro: bool) -> Result<Spec, CronEr
         Dialect::Crontab => dom_t.starts_with('*') || dow_t.starts_with('*'),
         // robfig: AND when either field has the star bit (`*`, `?`, `*/1`).
         Dialect::Kubernetes => dom.star || dow.star,
-        Dialect::NodeCron => true,
+        Dialect::NodeCron | Dialect::Pm2 => true,
         // npm `cron`: OR only when both fields leave out some value.
         Dialect::CronNpm => dom_bits.count_ones() == 31 || dow_bits.count_ones() == 7,
         // croner: AND with `+`, or when either field is literally `*`/`?`.
@@ -339,6 +439,7 @@ fn parse_fields(expr: &str, d: Dialect, from_macro: bool) -> Result<Spec, CronEr
         years,
         day_and,
         fixed,
+        pm2_overflow: false,
     })
 }
 
@@ -388,7 +489,7 @@ impl Field {
     }
 }
 
-const LWH_DIALECTS: [Dialect; 2] = [Dialect::NodeCron, Dialect::Croner];
+pub(crate) const LWH_DIALECTS: [Dialect; 2] = [Dialect::NodeCron, Dialect::Croner];
 
 fn parse_field(text: &str, span: Range<usize>, kind: Kind, d: Dialect) -> Result<Field, CronError> {
     let mut f = Field::default();
@@ -403,6 +504,17 @@ fn parse_field(text: &str, span: Range<usize>, kind: Kind, d: Dialect) -> Result
         }
         f.star = true;
         return Ok(f);
+    }
+    // A whole day-of-month `L` is the one special that PM2's croner 4 takes too.
+    if kind == Kind::Dom && text.eq_ignore_ascii_case("L") && !LWH_DIALECTS.contains(&d) {
+        return Err(unsupported(
+            format!(
+                "`{text}` (L, W or #) in the {} field is not accepted by dialect {d}",
+                kind.name()
+            ),
+            span,
+            &[Dialect::NodeCron, Dialect::Pm2, Dialect::Croner],
+        ));
     }
     let mut pos = span.start;
     for part in text.split(',') {

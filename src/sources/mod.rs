@@ -40,7 +40,7 @@ impl SourceKind {
     pub fn dialect(self) -> Dialect {
         match self {
             SourceKind::Kubernetes => Dialect::Kubernetes,
-            SourceKind::Pm2 => Dialect::NodeCron,
+            SourceKind::Pm2 => Dialect::Pm2,
             SourceKind::Crontab => Dialect::Crontab,
         }
     }

@@ -54,8 +54,11 @@ impl Rule for InvalidCron {
         let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
             return;
         };
-        if matches!(err.kind, CronErrorKind::Unsupported { .. }) {
-            return; // BG106
+        if matches!(
+            err.kind,
+            CronErrorKind::Unsupported { .. } | CronErrorKind::Interval { .. }
+        ) {
+            return; // BG106, BG107
         }
         out.emit_with_help(
             error_span(cx.text, expr, err),
@@ -86,6 +89,9 @@ pub(crate) fn fields_of(d: crate::schedule::Dialect) -> &'static str {
             "5 fields (minute hour day-of-month month day-of-week 0-6) or an @macro"
         }
         Dialect::NodeCron | Dialect::CronNpm => "5 fields, or 6 with seconds first",
+        Dialect::Pm2 => {
+            "5 fields, or 6 with seconds first; no @macros (`0 0 * * *` for daily), L only as the whole day-of-month"
+        }
         Dialect::Croner => "5, 6 (seconds first) or 7 (year last) fields",
     }
 }
@@ -93,11 +99,17 @@ pub(crate) fn fields_of(d: crate::schedule::Dialect) -> &'static str {
 /// The file span of the part of `expr` that `err` blames; the whole value when the
 /// scalar's text does not line up with its value (escapes, block scalars).
 pub(crate) fn error_span(text: &str, expr: &Sp<String>, err: &CronError) -> Span {
+    expr_span(text, expr, err.span.clone())
+}
+
+/// The file span of bytes `range` of the expression `expr`; the whole value when the
+/// scalar's text does not line up with its value (escapes, block scalars).
+pub(crate) fn expr_span(text: &str, expr: &Sp<String>, range: std::ops::Range<usize>) -> Span {
     let node = Node {
         value: Value::Null,
         span: expr.span,
     };
-    let (a, b) = (err.span.start, err.span.end);
+    let (a, b) = (range.start, range.end);
     if let (Some(s), Some(e)) = (scalar_offset(text, &node, a), scalar_offset(text, &node, b))
         && e > s
         && text

@@ -6,16 +6,20 @@ use jiff::tz::TimeZone;
 
 declare_rule! {
     /// ## What it does
-    /// Looks at the 12 months from `lint --now` in the job's time zone and reports every
-    /// slot that falls in a DST gap (a local time that does not exist that day) or a
-    /// repeated hour (a local time that happens twice), with the dates and what the job's
-    /// dialect does there: skips the slot, runs it late, runs it twice, runs it once (and
-    /// at which instant), or, for npm `cron`, also runs a slot an hour early. What each
-    /// dialect does is SPEC 4's table, checked against the real libraries.
+    /// Looks at the DST changes of the 12 months from `lint --now` in the job's time zone
+    /// (the zone of a `CRON_TZ=` prefix when there is one) and reports those that change
+    /// what the job runs compared with an ordinary day: a slot skipped, run late or run
+    /// twice, a periodic job that runs only once in the repeated hour, npm `cron`'s extra
+    /// run an hour early. The message gives the dates and what the job's dialect does
+    /// (SPEC 4's table, checked against the real libraries).
     ///
-    /// Jobs that run every few minutes in a zone with DST are reported too: their slots in
-    /// the changed hour follow real time or not depending on the dialect, and the audit
-    /// expects exactly what the message says. Jobs with `enabled: false` are skipped.
+    /// Not reported: a job that keeps its cadence through the change, that is one that
+    /// fires every `shift` (the size of the change, usually an hour) all that day and whose
+    /// dialect follows real time there (the gap's slots are skipped, the repeated hour runs
+    /// in both passes): every minute, every 15 minutes or every hour under `kubernetes`,
+    /// wildcard hours under `crontab`. Nor is a fixed-time job that runs once in a
+    /// repeated hour (`30 1 * * *` under `crontab`): that is its ordinary day. Jobs with
+    /// `enabled: false` are skipped.
     ///
     /// ## Why it matters
     /// The same `30 2 * * *` in `America/New_York` does not run on the spring-forward day
@@ -40,7 +44,7 @@ declare_rule! {
         code: "BG103",
         name: "dst-ambiguous-time",
         severity: Warning,
-        summary: "in the job's timezone, a slot falls in a DST gap or repeated hour in the next 12 months; the message says what this dialect then does (skips, runs late, runs twice) and on which dates",
+        summary: "in the job's timezone, a DST change in the next 12 months makes the job run a different number of times, or at a different real interval, than on an ordinary day (a slot skipped, run late or run twice); the message says what this dialect then does and on which dates. A job that keeps its ordinary cadence through the change (every minute or hour under `kubernetes`, wildcard hours under `crontab`) is not reported",
         help: "schedule the job outside the hour the clocks change, or use timezone: UTC",
     }
 }
@@ -57,7 +61,12 @@ impl Rule for DstAmbiguousTime {
         let (Some((sched, tz)), Some(expr)) = (cx.schedule_in_zone(), cx.job.schedule.get()) else {
             return;
         };
-        let effects = sched.dst_effects(tz, cx.now, cx.now_plus_months(12));
+        let tz = sched.zone(tz);
+        let effects: Vec<DstEffect> = sched
+            .dst_effects(tz, cx.now, cx.now_plus_months(12))
+            .into_iter()
+            .filter(|e| !e.ordinary)
+            .collect();
         if effects.is_empty() {
             return;
         }
@@ -142,10 +151,15 @@ fn describe(group: &[DstEffect], tz: &TimeZone, dialect: Dialect) -> String {
             } else {
                 "second"
             };
+            // Reported only when the job's cadence needed both passes.
+            let other = if pass == "first" { "second" } else { "first" };
             if many {
-                format!("{dialect} runs each once, in the {pass} pass")
+                format!("{dialect} runs each once, in the {pass} pass, and nothing in the {other}")
             } else {
-                format!("{dialect} runs it once, at {} (the {pass} pass)", when(at))
+                format!(
+                    "{dialect} runs it once, at {} (the {pass} pass), and not in the {other}",
+                    when(at)
+                )
             }
         }
         DstAction::AlsoRunsEarly { at } if !many => {
@@ -163,8 +177,13 @@ mod tests {
     use crate::lint::rules::testing::findings;
 
     fn manifest(schedule: &str, zone: &str, platform: &str) -> String {
+        // `pm2-croner`: platform pm2 with the scheduler that reads `cron_restart`.
+        let deployment = match platform {
+            "pm2-croner" => "platform: pm2\n  scheduler: pm2".to_owned(),
+            p => format!("platform: {p}"),
+        };
         format!(
-            "version: 1\ndeployment:\n  platform: {platform}\njobs:\n  - name: a\n    schedule: \"{schedule}\"\n    timezone: {zone}\n"
+            "version: 1\ndeployment:\n  {deployment}\njobs:\n  - name: a\n    schedule: \"{schedule}\"\n    timezone: {zone}\n"
         )
     }
 
@@ -192,11 +211,40 @@ mod tests {
             m.contains("01:30 happens twice on 2026-11-01 (clocks fall back): kubernetes runs it twice, at 2026-11-01T01:30:00-04:00 and 2026-11-01T01:30:00-05:00"),
             "{m}"
         );
-        let m = message("30 1 * * *", "America/New_York", "crontab").expect("fires");
+        // A fixed-time job that runs once in the repeated hour has an ordinary day.
+        assert!(message("30 1 * * *", "America/New_York", "crontab").is_none());
+    }
+
+    #[test]
+    fn jobs_that_keep_their_cadence_are_not_reported() {
+        for sched in ["0 * * * *", "* * * * *", "*/15 * * * *", "30 * * * *"] {
+            assert_eq!(
+                message(sched, "America/New_York", "kubernetes"),
+                None,
+                "{sched}"
+            );
+            assert_eq!(
+                message(sched, "America/New_York", "crontab"),
+                None,
+                "{sched}"
+            );
+        }
+        assert_eq!(message("*/15 * * * *", "Europe/Berlin", "kubernetes"), None);
+        assert!(message("30 2 * * *", "America/New_York", "kubernetes").is_some());
+    }
+
+    #[test]
+    fn a_periodic_job_that_runs_once_in_the_repeated_hour_is_reported() {
+        // PM2's croner chains from the last run's wall clock: the second pass never comes.
+        let m = message("0 * * * *", "America/New_York", "pm2-croner").expect("fires");
         assert!(
-            m.contains("crontab runs it once, at 2026-11-01T01:30:00-04:00 (the first pass)"),
+            m.contains("01:00 happens twice on 2026-11-01 (clocks fall back): pm2 runs it once, at 2026-11-01T01:00:00-04:00 (the first pass), and not in the second"),
             "{m}"
         );
+        // Every two hours skips 02:00: three hours between runs.
+        assert!(message("0 */2 * * *", "America/New_York", "kubernetes").is_some());
+        // A window of activity loses an hour: not the ordinary cadence either.
+        assert!(message("*/15 1-3 * * *", "America/New_York", "kubernetes").is_some());
     }
 
     #[test]
@@ -207,7 +255,7 @@ mod tests {
 
     #[test]
     fn many_slots_are_summarised() {
-        let m = message("*/15 * * * *", "Europe/Berlin", "kubernetes").expect("fires");
+        let m = message("*/15 1-3 * * *", "Europe/Berlin", "kubernetes").expect("fires");
         assert!(m.contains("the 4 slots from 02:00 to 02:45"), "{m}");
     }
 }

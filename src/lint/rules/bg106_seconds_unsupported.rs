@@ -11,8 +11,10 @@ declare_rule! {
     /// of BG101 (invalid-cron) whenever another dialect accepts the expression.
     ///
     /// Which dialects take what (SPEC 4): seconds as a sixth field in `node-cron`,
-    /// `cron-npm` and `croner` (and a seventh, year, field in `croner`); `L`, `W` and `#` in
-    /// `node-cron` and `croner` only. `crontab` and `kubernetes` take five fields.
+    /// `cron-npm`, `pm2` and `croner` (and a seventh, year, field in `croner`); `L`, `W`
+    /// and `#` in `node-cron` and `croner`; `pm2` (croner 4.1.97) takes `L` only as the
+    /// whole day-of-month field, and no `W` or `#`. `crontab` and `kubernetes` take five
+    /// fields.
     ///
     /// ## Why it matters
     /// Such an expression is usually copied from another scheduler's documentation, and it
@@ -90,12 +92,35 @@ mod tests {
         let f = findings(yaml, "BG106");
         assert_eq!(f.len(), 1);
         assert!(
-            f[0].message.contains("node-cron, cron-npm and croner"),
+            f[0].message.contains("node-cron, cron-npm, pm2 and croner"),
             "{}",
             f[0].message
         );
         assert!(findings(yaml, "BG101").is_empty());
         let s = f[0].at.span;
         assert_eq!(&yaml[s.start..s.end()], "*/5");
+    }
+
+    #[test]
+    fn pm2_takes_a_whole_field_l_only() {
+        let m = |platform: &str, sched: &str| {
+            format!(
+                "version: 1\ndeployment:\n  platform: {platform}\n  scheduler: {platform}\njobs:\n  - name: a\n    schedule: \"{sched}\"\n"
+            )
+        };
+        let f = findings(&m("kubernetes", "0 2 L * *"), "BG106");
+        assert!(
+            f[0].message.contains("node-cron, pm2 and croner"),
+            "{}",
+            f[0].message
+        );
+        let f = findings(&m("pm2", "0 2 15W * *"), "BG106");
+        assert!(
+            f[0].message.contains("only node-cron and croner"),
+            "{}",
+            f[0].message
+        );
+        assert!(findings(&m("pm2", "0 2 L * *"), "BG106").is_empty());
+        assert!(findings(&m("pm2", "0 2 L * *"), "BG101").is_empty());
     }
 }

@@ -12,6 +12,8 @@ pub mod bg103_dst_ambiguous_time;
 pub mod bg104_schedule_overlap;
 pub mod bg105_unknown_timezone;
 pub mod bg106_seconds_unsupported;
+pub mod bg107_interval_schedule;
+pub mod bg108_schedule_timezone_prefix;
 pub mod bg201_missing_lock;
 pub mod bg202_lock_ttl_too_short;
 pub mod bg203_lock_ttl_too_long;
