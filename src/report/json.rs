@@ -6,10 +6,8 @@ use crate::lint::LintRun;
 use serde_json::{Value, json};
 
 pub fn render(run: &LintRun) -> String {
-    let findings: Vec<Value> = run
-        .findings
+    let findings: Vec<Value> = super::masked_findings(&run.files, &run.findings, false)
         .iter()
-        .filter(|f| f.suppressed.is_none())
         .map(|f| {
             let p = position(&run.files, f);
             let related: Vec<Value> = f

@@ -65,7 +65,10 @@ impl Rule for DuplicateRegistration {
                 .places
                 .iter()
                 .take(MAX_LISTED)
-                .map(|p| format!("{} at {}", cx.describe(*p), cx.where_(*p)))
+                .map(|p| match cx.command_text(*p) {
+                    Some(cmd) => format!("{} at {} runs `{cmd}`", cx.describe(*p), cx.where_(*p)),
+                    None => format!("{} at {}", cx.describe(*p), cx.where_(*p)),
+                })
                 .collect();
             if g.places.len() > MAX_LISTED {
                 places.push(format!("and {} more", g.places.len() - MAX_LISTED));
