@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 declare_rule! {
     /// ## What it does
     /// Reports a credential written as a literal: a password inside a URL or DSN
-    /// (`postgres://app:hunter2@db/billing`, `password=hunter2`), a well-known key pattern
+    /// (`postgres://app:s3cr3t@db/billing`, `password=s3cr3t`), a well-known key pattern
     /// (AWS access keys, GitHub, GitLab, Slack and Stripe tokens, Google API keys, private
     /// key blocks), and the literal value of a secret-named field, flag or env entry
     /// (`*PASSWORD*`, `*SECRET*`, `*TOKEN*`, `*API_KEY*`, `*ACCESS_KEY*`): a Kubernetes
@@ -38,8 +38,8 @@ declare_rule! {
     /// ```yaml
     /// env:
     ///   - name: PGPASSWORD
-    ///     value: hunter2
-    /// command: ["node", "jobs/settle.js", "--db", "postgres://app:hunter2@db/billing"]
+    ///     value: s3cr3t
+    /// command: ["node", "jobs/settle.js", "--db", "postgres://app:s3cr3t@db/billing"]
     /// ```
     ///
     /// Use instead:
