@@ -139,7 +139,11 @@ impl<'a> Secrets<'a> {
                 let after = rest[i + secret.len()..].chars().next();
                 let prev = rest[..i].chars().next_back().or(before);
                 masked.push_str(&rest[..i]);
-                masked.push_str(if word(prev) || word(after) { secret } else { &stars });
+                masked.push_str(if word(prev) || word(after) {
+                    secret
+                } else {
+                    &stars
+                });
                 before = secret.chars().next_back();
                 rest = &rest[i + secret.len()..];
             }

@@ -117,7 +117,10 @@ fn two_laravel_sites_are_not_duplicates() {
 #[test]
 fn the_spellings_of_the_settle_command_are_one_command() {
     let dir = tree(&[
-        ("billing.batchguard.yaml", &manifest("[node, jobs/settle.js]")),
+        (
+            "billing.batchguard.yaml",
+            &manifest("[node, jobs/settle.js]"),
+        ),
         (
             "hosts/batch-01.crontab",
             "0 * * * * cd /srv/payments && node jobs/settle.js >> log 2>&1\n\
@@ -135,7 +138,11 @@ fn the_spellings_of_the_settle_command_are_one_command() {
     let json = lint_json(dir.path());
     let dup = findings(&json, "BG601");
     assert_eq!(dup.len(), 1, "{json:#}");
-    assert_eq!(dup[0]["related"].as_array().map(Vec::len), Some(3), "{json:#}");
+    assert_eq!(
+        dup[0]["related"].as_array().map(Vec::len),
+        Some(3),
+        "{json:#}"
+    );
     let msg = dup[0]["message"].as_str().unwrap_or_default();
     assert!(msg.contains("in 4 places"), "{msg}");
 }
@@ -144,7 +151,10 @@ fn the_spellings_of_the_settle_command_are_one_command() {
 fn relative_matches_absolute_only_without_a_known_working_directory() {
     // Relative, no working directory (the manifest) vs absolute: the same file.
     let dir = tree(&[
-        ("billing.batchguard.yaml", &manifest("[node, jobs/settle.js]")),
+        (
+            "billing.batchguard.yaml",
+            &manifest("[node, jobs/settle.js]"),
+        ),
         (
             "hosts/a.crontab",
             "0 * * * * flock -n /l node /srv/payments/jobs/settle.js\n",
@@ -157,7 +167,10 @@ fn relative_matches_absolute_only_without_a_known_working_directory() {
             "billing.batchguard.yaml",
             &manifest("[node, /srv/payments/jobs/settle.js]"),
         ),
-        ("hosts/a.crontab", "0 * * * * flock -n /l node jobs/settle.js\n"),
+        (
+            "hosts/a.crontab",
+            "0 * * * * flock -n /l node jobs/settle.js\n",
+        ),
     ]);
     assert_eq!(findings(&lint_json(dir.path()), "BG601").len(), 1);
     // Relative with a known working directory elsewhere: another file.
@@ -184,9 +197,15 @@ fn commands_are_shown_as_written_in_messages_and_graph() {
     let msg = dup[0]["message"].as_str().unwrap_or_default();
     assert!(msg.contains(first) && msg.contains(second), "{msg}");
     let graph = run(dir.path(), &["graph", ".", "--format", "mermaid"]);
-    assert!(graph.contains("node #quot;/srv/my app/jobs/settle.js#quot; --mode='full run'"), "{graph}");
+    assert!(
+        graph.contains("node #quot;/srv/my app/jobs/settle.js#quot; --mode='full run'"),
+        "{graph}"
+    );
     let dot = run(dir.path(), &["graph", "."]);
-    assert!(dot.contains(r#"cd \"/srv/my app\" && node 'jobs/settle.js'"#), "{dot}");
+    assert!(
+        dot.contains(r#"cd \"/srv/my app\" && node 'jobs/settle.js'"#),
+        "{dot}"
+    );
 }
 
 #[test]
@@ -224,7 +243,10 @@ fn cronjobs_of_two_namespaces_are_not_duplicates() {
     // Tied to the same manifest job: still one runner per namespace.
     let tie = "  annotations:\n    batchguard.dev/job: billing/settle-payments\n";
     let dir = tree(&[
-        ("billing.batchguard.yaml", &manifest("[node, jobs/settle.js]")),
+        (
+            "billing.batchguard.yaml",
+            &manifest("[node, jobs/settle.js]"),
+        ),
         (
             "staging/settle.yaml",
             &cronjob("settle", &format!("  namespace: staging\n{tie}"), container),
@@ -432,7 +454,10 @@ fn a_cronjob_env_literal_is_found_on_the_literal() {
     );
     assert_eq!(hits[1]["line"].as_u64(), line_of("wJalr"));
     let out = json.to_string();
-    assert!(!out.contains("pg-Literal-77") && !out.contains("wJalrXUtn"), "{out}");
+    assert!(
+        !out.contains("pg-Literal-77") && !out.contains("wJalrXUtn"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -451,7 +476,8 @@ fn a_pm2_env_literal_is_found() {
 /// `--db-password=hunter2` in a CronJob and a crontab (unwrapped, so BG607 quotes the
 /// command), with the two registrations duplicates of each other (BG601 quotes both).
 fn leaky_tree() -> tempfile::TempDir {
-    let container = "              command: [\"node\", \"jobs/settle.js\", \"--db-password=hunter2\"]\n";
+    let container =
+        "              command: [\"node\", \"jobs/settle.js\", \"--db-password=hunter2\"]\n";
     tree(&[
         ("k8s/settle.yaml", &cronjob("settle", "", container)),
         (
@@ -481,7 +507,10 @@ fn a_db_password_flag_is_reported_once_per_literal_on_the_literal() {
     assert_eq!(k8s["line"].as_u64(), Some(n as u64 + 1));
     assert_eq!(k8s["column"].as_u64(), Some(col));
     assert_eq!(k8s["end_column"].as_u64(), Some(col + 7));
-    assert!(!findings(&json, "BG601").is_empty(), "the duplicate quotes the command");
+    assert!(
+        !findings(&json, "BG601").is_empty(),
+        "the duplicate quotes the command"
+    );
 }
 
 #[test]
@@ -497,7 +526,10 @@ fn the_password_is_masked_in_every_output() {
     ] {
         let out = run(dir.path(), args);
         assert!(!out.is_empty(), "{args:?} printed nothing");
-        assert!(!out.contains("hunter2"), "{args:?} leaks the password:\n{out}");
+        assert!(
+            !out.contains("hunter2"),
+            "{args:?} leaks the password:\n{out}"
+        );
     }
     let pretty = run(dir.path(), &["lint", ".", "--format", "pretty"]);
     assert!(pretty.contains("--db-password=*******"), "{pretty}");

@@ -161,14 +161,16 @@ fn cd_prelude(words: &[String]) -> Option<(&str, &[String])> {
 fn shell_script(words: &[String]) -> Option<&str> {
     let mut i = 1;
     while let Some(w) = words.get(i) {
-        let Some(flags) = w.strip_prefix('-') else {
-            return None;
-        };
+        let flags = w.strip_prefix('-')?;
         if !flags.starts_with('-') && flags.contains('c') {
             return words.get(i + 1).map(String::as_str);
         }
         // `-o OPTION` takes a value; other options stand alone.
-        i += if matches!(w.as_str(), "-o" | "+o") { 2 } else { 1 };
+        i += if matches!(w.as_str(), "-o" | "+o") {
+            2
+        } else {
+            1
+        };
     }
     None
 }
@@ -229,7 +231,7 @@ fn drop_output_plumbing(words: Vec<String>) -> Vec<String> {
 
 fn peel(argv: &[String], workdir: Option<&str>) -> Peeled {
     let mut out = Peeled {
-        workdir: workdir.map(|w| normalise_path(w)),
+        workdir: workdir.map(normalise_path),
         ..Peeled::default()
     };
     let mut words: Vec<String> = argv.to_vec();
@@ -582,8 +584,12 @@ mod tests {
     #[test]
     fn wrappers_behind_shells_and_cd() {
         assert!(is_wrapped(&v(r#"sh -c "flock -n /l node a.js""#)));
-        assert!(is_wrapped(&v("/bin/bash -lc 'cd /srv && flock /l node a.js'")));
-        assert!(is_wrapped(&v("cd /srv; batchguard run --job x -- node a.js")));
+        assert!(is_wrapped(&v(
+            "/bin/bash -lc 'cd /srv && flock /l node a.js'"
+        )));
+        assert!(is_wrapped(&v(
+            "cd /srv; batchguard run --job x -- node a.js"
+        )));
         assert!(!is_wrapped(&v("bash jobs/flock.sh")));
         let t = batchguard_tie(
             &v(r#"cd /srv && sh -c "batchguard run --job settle -- node a.js""#),
@@ -605,7 +611,10 @@ mod tests {
             assert_eq!(effective_argv(&v(cmd)), v("node a.js"), "{cmd}");
         }
         // A real pipeline stays a pipeline.
-        assert_eq!(effective_argv(&v("node a.js | gzip")), v("node a.js | gzip"));
+        assert_eq!(
+            effective_argv(&v("node a.js | gzip")),
+            v("node a.js | gzip")
+        );
     }
 
     #[test]
@@ -615,10 +624,22 @@ mod tests {
             ("cd /srv/payments && node jobs/settle.js >> log 2>&1", None),
             ("/usr/bin/node /srv/payments/jobs/settle.js | logger", None),
             (r#"sh -c "cd /srv/payments && node ./jobs/settle.js""#, None),
-            ("/bin/sh -c 'node /srv/payments/jobs/../jobs/settle.js'", None),
-            ("PATH=/x NODE_ENV=production node jobs/settle.js", Some("/srv/payments/")),
-            ("flock -n /tmp/s.lock node /srv/payments/jobs/settle.js", None),
-            ("batchguard run --job settle -- node jobs/settle.js", Some("/srv/payments")),
+            (
+                "/bin/sh -c 'node /srv/payments/jobs/../jobs/settle.js'",
+                None,
+            ),
+            (
+                "PATH=/x NODE_ENV=production node jobs/settle.js",
+                Some("/srv/payments/"),
+            ),
+            (
+                "flock -n /tmp/s.lock node /srv/payments/jobs/settle.js",
+                None,
+            ),
+            (
+                "batchguard run --job settle -- node jobs/settle.js",
+                Some("/srv/payments"),
+            ),
         ] {
             let other = id(cmd, wd);
             assert!(base.same_command(&other), "{cmd}: {other:?}");
@@ -650,7 +671,10 @@ mod tests {
         assert!(!elsewhere.same_command(&abs) && !abs.same_command(&elsewhere));
         // Both known and equal: compared resolved, no tail rule needed.
         let a = id("node jobs/settle.js", Some("/srv/payments"));
-        let b = id("cd /srv/payments && node /srv/payments/jobs/settle.js", None);
+        let b = id(
+            "cd /srv/payments && node /srv/payments/jobs/settle.js",
+            None,
+        );
         assert!(a.same_command(&b));
         // An option never matches by tail.
         assert!(!id("node --all", None).same_command(&id("node /x/--all", None)));
@@ -675,7 +699,11 @@ mod tests {
 
     #[test]
     fn argv_lists_shown_with_quotes_where_needed() {
-        let argv = vec!["/bin/sh".to_owned(), "-c".into(), "cd /srv && node a.js".into()];
+        let argv = vec![
+            "/bin/sh".to_owned(),
+            "-c".into(),
+            "cd /srv && node a.js".into(),
+        ];
         assert_eq!(shell_join(&argv), r#"/bin/sh -c "cd /srv && node a.js""#);
         assert_eq!(shell_join(&["echo".into(), "$HOME".into()]), "echo '$HOME'");
     }

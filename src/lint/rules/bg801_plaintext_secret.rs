@@ -372,7 +372,9 @@ fn locate(text: &str, node: Span, value: &str, start: usize, end: usize) -> Span
     let Some(lit) = value.get(start..end) else {
         return node;
     };
-    let nth = value.get(..start).map_or(0, |before| before.matches(lit).count());
+    let nth = value
+        .get(..start)
+        .map_or(0, |before| before.matches(lit).count());
     text.get(node.start..node.end())
         .and_then(|raw| raw.match_indices(lit).nth(nth))
         .map_or(node, |(i, _)| Span::new(node.start + i, lit.len()))
@@ -495,8 +497,7 @@ impl PlaintextSecret {
                                 && is_literal(t)
                             {
                                 let offset = s.find(t).unwrap_or(0);
-                                let span =
-                                    locate(cx.text, item.span, s, offset, offset + t.len());
+                                let span = locate(cx.text, item.span, s, offset, offset + t.len());
                                 emit(
                                     out,
                                     span,
@@ -546,13 +547,7 @@ impl Rule for PlaintextSecret {
             let t = value.value.trim();
             if secret_name(&name.value) && is_literal(t) {
                 let offset = value.value.find(t).unwrap_or(0);
-                let span = locate(
-                    cx.text,
-                    value.span,
-                    &value.value,
-                    offset,
-                    offset + t.len(),
-                );
+                let span = locate(cx.text, value.span, &value.value, offset, offset + t.len());
                 emit(
                     out,
                     span,
@@ -627,9 +622,7 @@ fn crontab_env_lines(text: &str, out: &mut Emitter) {
         let name = name.trim();
         if name.is_empty()
             || trimmed.starts_with('#')
-            || !name
-                .chars()
-                .all(|c| c == '_' || c.is_ascii_alphanumeric())
+            || !name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
             || !secret_name(name)
         {
             continue;
@@ -658,7 +651,10 @@ mod tests {
     use super::*;
 
     fn hits(s: &str) -> Vec<&str> {
-        scan_text(s).into_iter().map(|h| &s[h.start..h.end]).collect()
+        scan_text(s)
+            .into_iter()
+            .map(|h| &s[h.start..h.end])
+            .collect()
     }
 
     #[test]
