@@ -534,3 +534,25 @@ fn the_password_is_masked_in_every_output() {
     let pretty = run(dir.path(), &["lint", ".", "--format", "pretty"]);
     assert!(pretty.contains("--db-password=*******"), "{pretty}");
 }
+
+#[test]
+fn a_relative_command_meets_its_absolute_twin_among_many() {
+    let mut regs: Vec<Registration> = (0..50)
+        .map(|i| {
+            reg(
+                SourceKind::Crontab,
+                0,
+                &format!("node /srv/app-{i}/jobs/settle.js"),
+            )
+        })
+        .collect();
+    assert!(!duplicated(&Project {
+        jobs: Vec::new(),
+        regs: regs.clone(),
+    }));
+    regs.push(reg(SourceKind::Pm2, 0, "node jobs/settle.js"));
+    assert!(duplicated(&Project {
+        jobs: Vec::new(),
+        regs,
+    }));
+}

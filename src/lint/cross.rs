@@ -483,6 +483,16 @@ impl<'a> Analysis<'a> {
                 None => subs.push((s, vec![*p])),
             }
         }
+        // Classes without relative words can match only classes with the same exact key
+        // (or a relative one, which compares itself with every class): thousands of
+        // `node /srv/app-N/index.js` in one bucket are not compared pairwise.
+        let all_classes: Vec<usize> = (0..classes.len()).collect();
+        let mut exact: HashMap<Vec<&str>, Vec<usize>> = HashMap::new();
+        for (c, (id, _, _)) in classes.iter().enumerate() {
+            if !id.has_relative() {
+                exact.entry(id.exact_key()).or_default().push(c);
+            }
+        }
         let slots: Vec<Option<Vec<i64>>> = scheds.iter().map(|&p| self.slots_of(p)).collect();
         let meets = |a: usize, b: usize| match (&slots[a], &slots[b]) {
             (Some(x), Some(y)) => share_a_slot(x, y),
@@ -501,7 +511,20 @@ impl<'a> Analysis<'a> {
                     }
                 }
             }
-            for (id2, ns2, subs2) in &classes[c + 1..] {
+            let relative = id.has_relative();
+            let others: &[usize] = if relative {
+                &all_classes
+            } else {
+                exact.get(&id.exact_key()).map_or(&[], Vec::as_slice)
+            };
+            for &d in others {
+                let (id2, ns2, subs2) = &classes[d];
+                // Each pair is met once: a relative class meets every class (another
+                // relative one only from the first of the two), an exact group its
+                // later members.
+                if d == c || ((!relative || id2.has_relative()) && d < c) {
+                    continue;
+                }
                 let other_namespace = matches!((ns, ns2), (Some(a), Some(b)) if a != b);
                 if other_namespace || !id.same_command(id2) {
                     continue;

@@ -458,6 +458,26 @@ impl Identity {
         self.words.is_empty()
     }
 
+    /// True when a word is relative (no working directory to resolve it against), so it
+    /// may match an absolute path by its tail.
+    pub fn has_relative(&self) -> bool {
+        self.words.iter().enumerate().any(|(i, w)| match w {
+            Word::Program(_) => false,
+            Word::Path(p) => !p.starts_with('/'),
+            Word::Plain(p) => i > 0 && relative_word(p),
+        })
+    }
+
+    /// An identity without relative words matches only identities with the same key
+    /// (program basename, every other word as it is), or ones with relative words.
+    pub fn exact_key(&self) -> Vec<&str> {
+        self.words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| if i == 0 { w.tail() } else { w.text() })
+            .collect()
+    }
+
     /// SPEC 3.6: the same program (by basename) and arguments. Different working
     /// directories mean different commands; a relative word matches an absolute path with
     /// the same tail only when one side has no known working directory.

@@ -575,7 +575,7 @@ impl Rule for PlaintextSecret {
                         );
                     }
                 }
-                crontab_env_lines(cx.text, out);
+                crontab_env_lines(cx.text, reg.span.start, out);
             }
             SourceKind::Pm2 => {
                 // The words of an evaluated file have no spans: each literal is found in
@@ -607,43 +607,54 @@ impl Rule for PlaintextSecret {
     }
 }
 
-/// `PGPASSWORD=…` lines of a crontab (cron passes them to every command).
-fn crontab_env_lines(text: &str, out: &mut Emitter) {
-    let mut offset = 0;
-    for raw in text.split_inclusive('\n') {
-        let start = offset;
-        offset += raw.len();
-        let line = raw.trim_end_matches(['\n', '\r']);
+/// `PGPASSWORD=…` lines of a crontab (cron passes them to every command after them): the
+/// env lines between the previous job line and the one at `before`, so that each line is
+/// looked at once however many jobs the file has.
+fn crontab_env_lines(text: &str, before: usize, out: &mut Emitter) {
+    let head = text.get(..before).unwrap_or("");
+    let mut end = head.rfind('\n').map_or(0, |i| i + 1);
+    while end > 0 {
+        let start = head[..end - 1].rfind('\n').map_or(0, |i| i + 1);
+        let line = head[start..end].trim_end_matches(['\n', '\r']);
         let trimmed = line.trim_start();
-        let lead = line.len() - trimmed.len();
-        let Some((name, value)) = trimmed.split_once('=') else {
-            continue;
-        };
-        let name = name.trim();
-        if name.is_empty()
-            || trimmed.starts_with('#')
-            || !name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
-            || !secret_name(name)
-        {
-            continue;
+        let is_env = trimmed.split_once('=').is_some_and(|(name, _)| {
+            let name = name.trim();
+            !name.is_empty() && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+        });
+        if !(trimmed.is_empty() || trimmed.starts_with('#') || is_env) {
+            break;
         }
-        let vstart = start + lead + trimmed.len() - value.len();
-        let t = value.trim();
-        let (t, skip) = match t.strip_prefix(['"', '\'']) {
-            Some(inner) => (inner.trim_end_matches(['"', '\'']), 1),
-            None => (t, 0),
-        };
-        if !is_literal(t) {
-            continue;
+        if is_env && !trimmed.starts_with('#') {
+            env_line(start + (line.len() - trimmed.len()), trimmed, out);
         }
-        let at = vstart + value.find(t).unwrap_or(skip);
-        emit(
-            out,
-            Span::new(at, t.len()),
-            format!("crontab env line `{name}` has its value written in plain text"),
-            Some(ENV_HELP),
-        );
+        end = start;
     }
+}
+
+fn env_line(at: usize, line: &str, out: &mut Emitter) {
+    let Some((name, value)) = line.split_once('=') else {
+        return;
+    };
+    let name = name.trim();
+    if !secret_name(name) {
+        return;
+    }
+    let vstart = at + line.len() - value.len();
+    let t = value.trim();
+    let t = match t.strip_prefix(['"', '\'']) {
+        Some(inner) => inner.trim_end_matches(['"', '\'']),
+        None => t,
+    };
+    if !is_literal(t) {
+        return;
+    }
+    let offset = value.find(t).unwrap_or(0);
+    emit(
+        out,
+        Span::new(vstart + offset, t.len()),
+        format!("crontab env line `{name}` has its value written in plain text"),
+        Some(ENV_HELP),
+    );
 }
 
 #[cfg(test)]
