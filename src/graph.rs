@@ -31,8 +31,14 @@ struct Picture {
     unknown: Vec<(String, String)>,
 }
 
+/// A place and where it is; a registration also shows its command as its source writes
+/// it (secrets masked), so spellings that are one command can be seen side by side.
 fn place_line(a: &Analysis, p: Place) -> String {
-    format!("{} - {}", a.describe(p), a.where_(p)).replace('`', "")
+    let line = format!("{} - {}", a.describe(p), a.where_(p)).replace('`', "");
+    match (p, a.command_text(p)) {
+        (Place::Reg(_), Some(cmd)) => format!("{line}: {cmd}"),
+        _ => line,
+    }
 }
 
 fn regs_of(g: &Group) -> impl Iterator<Item = Place> + '_ {
@@ -97,7 +103,6 @@ fn picture(a: &Analysis) -> Picture {
             if let Some(s) = &reg.schedule {
                 lines.push(format!("{} ({}, {})", s.value, reg.dialect, reg.zone()));
             }
-            lines.push(reg.effective_argv().join(" "));
         }
         lines.extend(g.places.iter().map(|p| place_line(a, *p)));
         if g.duplicate {
@@ -260,7 +265,15 @@ fn mermaid(pic: &Picture) -> String {
 /// Renders the graph of a lint run's files.
 pub fn render(run: &LintRun, now: jiff::Timestamp, format: Format) -> String {
     let analysis = Analysis::new(&run.project, &run.files, now);
-    let pic = picture(&analysis);
+    let mut pic = picture(&analysis);
+    // Whatever a label quotes, no secret BG801 masked is drawn.
+    let secrets = crate::source::Secrets::new(&run.files);
+    for n in pic.groups.values_mut().flatten() {
+        n.title = secrets.redact(&n.title);
+        for l in &mut n.lines {
+            *l = secrets.redact(l);
+        }
+    }
     match format {
         Format::Dot => dot(&pic),
         Format::Mermaid => mermaid(&pic),

@@ -4,7 +4,9 @@ use crate::manifest::yaml::Span;
 use std::path::PathBuf;
 
 /// One input file. `shown` is the text with secrets masked, byte for byte the same length,
-/// so every span stays valid while no report can print a credential.
+/// so every span stays valid while no report can print a credential. The masked literals
+/// are kept too, so that text built from the file's values (a message quoting a command,
+/// a graph label) can be masked the same way ([`SourceFile::redact`], [`Secrets`]).
 #[derive(Debug)]
 pub struct SourceFile {
     /// As shown to the user: relative to the current directory when under it.
@@ -12,6 +14,7 @@ pub struct SourceFile {
     pub path: PathBuf,
     pub text: String,
     shown: Option<String>,
+    secrets: Vec<String>,
     line_starts: Vec<usize>,
 }
 
@@ -24,6 +27,7 @@ impl SourceFile {
             path,
             text,
             shown: None,
+            secrets: Vec::new(),
             line_starts,
         }
     }
@@ -40,9 +44,24 @@ impl SourceFile {
         if span.start >= end || !text.is_char_boundary(span.start) || !text.is_char_boundary(end) {
             return;
         }
+        if let Some(secret) = self.text.get(span.start..end)
+            && !self.secrets.iter().any(|s| s == secret)
+        {
+            self.secrets.push(secret.to_owned());
+        }
         // One '*' per byte keeps every later offset where it was.
         let stars = "*".repeat(end - span.start);
         text.replace_range(span.start..end, &stars);
+    }
+
+    /// The literals masked in this file.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
+    }
+
+    /// `s` with every literal masked in this file replaced by `*`.
+    pub fn redact(&self, s: &str) -> String {
+        Secrets::new(std::slice::from_ref(self)).redact(s)
     }
 
     /// 1-based line and 1-based column counted in characters, as SPEC 8 requires.
@@ -77,5 +96,81 @@ impl SourceFile {
             .get(n.wrapping_sub(1))
             .copied()
             .unwrap_or(self.text.len())
+    }
+}
+
+/// Every literal masked in a run's files: reports pass each message through it, so no
+/// output can print a secret, whichever rule wrote the message and whichever file it
+/// quotes (SPEC 9).
+pub struct Secrets<'a>(Vec<&'a str>);
+
+impl<'a> Secrets<'a> {
+    pub fn new(files: &'a [SourceFile]) -> Self {
+        let mut all: Vec<&str> = files
+            .iter()
+            .flat_map(|f| f.secrets.iter().map(String::as_str))
+            .filter(|s| !s.trim().is_empty())
+            .collect();
+        // Longest first, so a secret that contains another is masked whole.
+        all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        all.dedup();
+        Secrets(all)
+    }
+
+    /// `s` with every secret replaced by `*`. A secret of fewer than 4 characters is
+    /// replaced only where it stands alone (not inside a word), so that a one-letter
+    /// password does not blank out every message.
+    pub fn redact(&self, s: &str) -> String {
+        let mut out = s.to_owned();
+        for secret in &self.0 {
+            if !out.contains(secret) {
+                continue;
+            }
+            let stars = "*".repeat(secret.chars().count());
+            if secret.chars().count() >= 4 {
+                out = out.replace(secret, &stars);
+                continue;
+            }
+            let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+            let mut masked = String::with_capacity(out.len());
+            let mut rest = out.as_str();
+            let mut before: Option<char> = None;
+            while let Some(i) = rest.find(secret) {
+                let after = rest[i + secret.len()..].chars().next();
+                let prev = rest[..i].chars().next_back().or(before);
+                masked.push_str(&rest[..i]);
+                masked.push_str(if word(prev) || word(after) {
+                    secret
+                } else {
+                    &stars
+                });
+                before = secret.chars().next_back();
+                rest = &rest[i + secret.len()..];
+            }
+            masked.push_str(rest);
+            out = masked;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::yaml::Span;
+
+    #[test]
+    fn masked_literals_are_redacted_from_any_text() {
+        let text = "a: --db-password=hunter2\nb: x\n";
+        let mut f = SourceFile::new("f".into(), "f".into(), text.into());
+        f.mask(Span::new(17, 7));
+        f.mask(Span::new(28, 1));
+        assert_eq!(f.shown_text(), "a: --db-password=*******\nb: *\n");
+        assert_eq!(
+            f.redact("runs `node --db-password=hunter2 x`"),
+            "runs `node --db-password=******* *`"
+        );
+        // A short secret only where it stands alone.
+        assert_eq!(f.redact("max x, xen"), "max *, xen");
     }
 }

@@ -4,16 +4,18 @@
 //! dependency graph (BG701-BG703). `batchguard graph` draws the same [`Analysis`].
 //!
 //! Cost stays linear-ish: ties and `service/name` keys are hash lookups; the "same command,
-//! overlapping schedule" test groups places by argv first and compares slots only within a
-//! group (pairwise, with slots enumerated once per place), so 10,000 jobs with distinct
-//! commands cost no slot enumeration at all.
+//! overlapping schedule" test buckets places by a key every matching command shares
+//! (program basename and the last path component of each argument, SPEC 3.6), compares
+//! command identities only within a bucket and slots only between matching commands (once
+//! per distinct schedule), so 10,000 jobs with distinct commands cost no slot enumeration.
 
 use crate::finding::{Finding, Location, Related};
 use crate::lint::rule::RuleMeta;
 use crate::manifest::yaml::Span;
 use crate::schedule::{Dialect, Schedule};
 use crate::source::SourceFile;
-use crate::sources::{At, Registration};
+use crate::sources::command::{self, Identity};
+use crate::sources::{At, Registration, SourceKind};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -31,8 +33,11 @@ pub struct ManifestJob {
     pub schedule: Option<At<String>>,
     pub timezone: Option<At<String>>,
     pub dialect: Dialect,
-    /// Effective argv (wrappers removed, `./` dropped).
+    /// The command's argv as written (a shell string split into words); compared by its
+    /// identity (SPEC 3.6).
     pub command: Vec<String>,
+    /// The command as written, for messages: the shell string, or the argv list quoted.
+    pub command_text: String,
     pub instances: u64,
     pub instances_span: Option<Span>,
     /// A lock is declared and not disabled.
@@ -213,6 +218,38 @@ impl<'a> Analysis<'a> {
         format!("{}:{line}", self.display(at.file))
     }
 
+    /// The command of a place as its source writes it (a crontab line's own text, an argv
+    /// list quoted where needed), with every secret BG801 found masked; None without one.
+    pub fn command_text(&self, p: Place) -> Option<String> {
+        let (file, text) = match p {
+            Place::Job(j) => {
+                let job = &self.project.jobs[j];
+                (job.file, job.command_text.clone())
+            }
+            Place::Reg(r) => {
+                let reg = &self.project.regs[r];
+                let written = (reg.kind == SourceKind::Crontab)
+                    .then(|| {
+                        self.files.get(reg.file).and_then(|f| {
+                            f.shown_text()
+                                .get(reg.command_span.start..reg.command_span.end())
+                        })
+                    })
+                    .flatten()
+                    .map(|t| t.trim().to_owned());
+                (
+                    reg.file,
+                    written.unwrap_or_else(|| command::shell_join(&reg.command)),
+                )
+            }
+        };
+        let text = match self.files.get(file) {
+            Some(f) => f.redact(&text),
+            None => text,
+        };
+        (!text.is_empty()).then_some(text)
+    }
+
     /// How a user recognises a place: `manifest job billing/settle` or `CronJob settle`.
     pub fn describe(&self, p: Place) -> String {
         match p {
@@ -268,6 +305,42 @@ impl<'a> Analysis<'a> {
             .collect();
     }
 
+    /// The namespace that separates a place from CronJobs of other namespaces (SPEC 3.6):
+    /// a Kubernetes registration's `metadata.namespace`; None (any) elsewhere.
+    fn namespace(&self, p: Place) -> Option<&str> {
+        match p {
+            Place::Reg(r) => {
+                let reg = &self.project.regs[r];
+                (reg.kind == SourceKind::Kubernetes)
+                    .then(|| reg.namespace.as_ref().map(|n| n.value.as_str()))
+                    .flatten()
+            }
+            Place::Job(_) => None,
+        }
+    }
+
+    /// The command identity of a place that takes part in "same command" duplicates:
+    /// enabled manifest jobs and untied, unsuspended registrations with a command.
+    fn identity_of(&self, p: Place) -> Option<Identity> {
+        let id = match p {
+            Place::Job(j) => {
+                let job = &self.project.jobs[j];
+                if !job.enabled {
+                    return None;
+                }
+                command::identity(&job.command, None)
+            }
+            Place::Reg(r) => {
+                let reg = &self.project.regs[r];
+                if self.ties[r].is_some() || reg.suspended() {
+                    return None;
+                }
+                command::identity(&reg.command, reg.workdir.as_ref().map(|w| w.value.as_str()))
+            }
+        };
+        (!id.is_empty()).then_some(id)
+    }
+
     fn build_groups(&mut self) {
         let nj = self.project.jobs.len();
         let nr = self.project.regs.len();
@@ -286,64 +359,20 @@ impl<'a> Analysis<'a> {
                 dsu.union(nj + r, *j);
             }
         }
-        // Same argv, then slots: only within a group of equal commands.
-        let mut by_argv: HashMap<&[String], Vec<Place>> = HashMap::new();
-        for (j, job) in self.project.jobs.iter().enumerate() {
-            if job.enabled && !job.command.is_empty() {
-                by_argv.entry(&job.command).or_default().push(Place::Job(j));
-            }
-        }
-        let argvs: Vec<Vec<String>> = self
-            .project
-            .regs
-            .iter()
-            .map(Registration::effective_argv)
+        // Same command (SPEC 3.6), then slots. Places are bucketed by a key every matching
+        // command shares (program basename, last path component of each argument), so
+        // distinct commands are never compared, let alone their slots enumerated.
+        let places: Vec<(Place, Identity)> = (0..nj)
+            .map(Place::Job)
+            .chain((0..nr).map(Place::Reg))
+            .filter_map(|p| self.identity_of(p).map(|id| (p, id)))
             .collect();
-        for (r, argv) in argvs.iter().enumerate() {
-            let suspended = self.project.regs[r]
-                .kube
-                .as_ref()
-                .and_then(|k| k.suspend.as_ref())
-                .is_some_and(|s| s.value);
-            if self.ties[r].is_none() && !argv.is_empty() && !suspended {
-                by_argv.entry(argv).or_default().push(Place::Reg(r));
-            }
+        let mut buckets: HashMap<Vec<&str>, Vec<usize>> = HashMap::new();
+        for (i, (_, id)) in places.iter().enumerate() {
+            buckets.entry(id.bucket_key()).or_default().push(i);
         }
-        for places in by_argv.values().filter(|p| p.len() > 1) {
-            // Places with the same expression, dialect and zone have the same slots: one
-            // enumeration per distinct schedule, pairwise only between distinct ones.
-            let mut by_sched: Vec<(ScheduleKey, Vec<Place>)> = Vec::new();
-            let mut seen: HashMap<ScheduleKey, usize> = HashMap::new();
-            for &p in places {
-                let key = self.schedule_key(p);
-                match seen.get(&key) {
-                    Some(&i) => by_sched[i].1.push(p),
-                    None => {
-                        seen.insert(key.clone(), by_sched.len());
-                        by_sched.push((key, vec![p]));
-                    }
-                }
-            }
-            by_sched.truncate(MAX_SCHEDULES_PER_COMMAND);
-            let slots: Vec<Option<Vec<i64>>> = by_sched
-                .iter()
-                .map(|(_, ps)| ps.first().and_then(|&p| self.slots_of(p)))
-                .collect();
-            for (i, (_, ps)) in by_sched.iter().enumerate() {
-                if slots[i].as_ref().is_some_and(|s| !s.is_empty()) {
-                    for w in ps.windows(2) {
-                        dsu.union(idx(w[0]), idx(w[1]));
-                    }
-                }
-                for k in i + 1..by_sched.len() {
-                    if let (Some(a), Some(b)) = (&slots[i], &slots[k])
-                        && share_a_slot(a, b)
-                        && let (Some(&x), Some(&y)) = (ps.first(), by_sched[k].1.first())
-                    {
-                        dsu.union(idx(x), idx(y));
-                    }
-                }
-            }
+        for bucket in buckets.values().filter(|b| b.len() > 1) {
+            self.join_same_commands(&places, bucket, &mut |a, b| dsu.union(idx(a), idx(b)));
         }
         let mut roots: HashMap<usize, usize> = HashMap::new();
         let all = (0..nj).map(Place::Job).chain((0..nr).map(Place::Reg));
@@ -368,33 +397,147 @@ impl<'a> Analysis<'a> {
         for g in &mut groups {
             g.places
                 .sort_by(|a, b| self.order_key(*a).cmp(&self.order_key(*b)));
-            let mut runners = 0u64;
-            let mut instances = 0u64;
-            for p in &g.places {
-                match *p {
-                    Place::Job(j) => {
-                        let tied = tie_count.get(&j).copied().unwrap_or(0);
-                        runners += tied.max(1);
-                        if tied == 0 {
-                            instances = instances.saturating_add(self.project.jobs[j].instances);
+            // CronJobs of different namespaces are separate runners (staging and
+            // production of one job): count per namespace, with the places that have none
+            // (manifest jobs, other sources) in every count.
+            let mut namespaces: Vec<&str> =
+                g.places.iter().filter_map(|p| self.namespace(*p)).collect();
+            namespaces.sort_unstable();
+            namespaces.dedup();
+            let passes: Vec<Option<&str>> = if namespaces.is_empty() {
+                vec![None]
+            } else {
+                namespaces.into_iter().map(Some).collect()
+            };
+            let (mut most_runners, mut most_instances) = (0u64, 0u64);
+            for ns in passes {
+                let mut runners = 0u64;
+                let mut instances = 0u64;
+                for p in &g.places {
+                    if ns.is_some() && self.namespace(*p).is_some_and(|n| Some(n) != ns) {
+                        continue;
+                    }
+                    match *p {
+                        Place::Job(j) => {
+                            // A job with registrations runs where they are.
+                            if tie_count.get(&j).copied().unwrap_or(0) == 0 {
+                                runners += 1;
+                                instances =
+                                    instances.saturating_add(self.project.jobs[j].instances);
+                            }
+                        }
+                        Place::Reg(r) => {
+                            let reg = &self.project.regs[r];
+                            if reg.suspended() {
+                                continue;
+                            }
+                            runners += 1;
+                            instances = instances.saturating_add(reg.instances);
                         }
                     }
-                    Place::Reg(r) => {
-                        let reg = &self.project.regs[r];
-                        if reg.suspended() {
-                            continue;
-                        }
-                        if self.ties[r].is_none() {
-                            runners += 1;
-                        }
-                        instances = instances.saturating_add(reg.instances);
+                }
+                most_runners = most_runners.max(runners);
+                most_instances = most_instances.max(instances);
+            }
+            g.instances = most_instances;
+            g.duplicate = most_runners >= 2;
+        }
+        self.groups = groups;
+    }
+
+    /// Joins the places of one bucket that run the same command on schedules sharing a
+    /// slot. Equal identities form one class (compared once); classes are compared
+    /// pairwise with the tail rule. Slots are enumerated once per distinct schedule.
+    fn join_same_commands(
+        &self,
+        places: &[(Place, Identity)],
+        bucket: &[usize],
+        union: &mut dyn FnMut(Place, Place),
+    ) {
+        type Sub = (usize, Vec<Place>);
+        let mut class_of: HashMap<(&Identity, Option<&str>), usize> = HashMap::new();
+        // (identity, namespace, places by schedule: (index into `scheds`, places))
+        let mut classes: Vec<(&Identity, Option<&str>, Vec<Sub>)> = Vec::new();
+        let mut sched_of: HashMap<ScheduleKey, usize> = HashMap::new();
+        let mut scheds: Vec<Place> = Vec::new();
+        for &i in bucket {
+            let (p, id) = (&places[i].0, &places[i].1);
+            let ns = self.namespace(*p);
+            let c = *class_of.entry((id, ns)).or_insert_with(|| {
+                classes.push((id, ns, Vec::new()));
+                classes.len() - 1
+            });
+            let key = self.schedule_key(*p);
+            let s = match sched_of.get(&key) {
+                Some(&s) => s,
+                None if scheds.len() < MAX_SCHEDULES_PER_COMMAND => {
+                    sched_of.insert(key, scheds.len());
+                    scheds.push(*p);
+                    scheds.len() - 1
+                }
+                None => continue,
+            };
+            let subs = &mut classes[c].2;
+            match subs.iter_mut().find(|(k, _)| *k == s) {
+                Some((_, ps)) => ps.push(*p),
+                None => subs.push((s, vec![*p])),
+            }
+        }
+        // Classes without relative words can match only classes with the same exact key
+        // (or a relative one, which compares itself with every class): thousands of
+        // `node /srv/app-N/index.js` in one bucket are not compared pairwise.
+        let all_classes: Vec<usize> = (0..classes.len()).collect();
+        let mut exact: HashMap<Vec<&str>, Vec<usize>> = HashMap::new();
+        for (c, (id, _, _)) in classes.iter().enumerate() {
+            if !id.has_relative() {
+                exact.entry(id.exact_key()).or_default().push(c);
+            }
+        }
+        let slots: Vec<Option<Vec<i64>>> = scheds.iter().map(|&p| self.slots_of(p)).collect();
+        let meets = |a: usize, b: usize| match (&slots[a], &slots[b]) {
+            (Some(x), Some(y)) => share_a_slot(x, y),
+            _ => false,
+        };
+        for (c, (id, ns, subs)) in classes.iter().enumerate() {
+            for (k, (s, ps)) in subs.iter().enumerate() {
+                if slots[*s].as_ref().is_some_and(|v| !v.is_empty()) {
+                    for w in ps.windows(2) {
+                        union(w[0], w[1]);
+                    }
+                }
+                for (t, qs) in &subs[k + 1..] {
+                    if meets(*s, *t) {
+                        union(ps[0], qs[0]);
                     }
                 }
             }
-            g.instances = instances;
-            g.duplicate = runners >= 2;
+            let relative = id.has_relative();
+            let others: &[usize] = if relative {
+                &all_classes
+            } else {
+                exact.get(&id.exact_key()).map_or(&[], Vec::as_slice)
+            };
+            for &d in others {
+                let (id2, ns2, subs2) = &classes[d];
+                // Each pair is met once: a relative class meets every class (another
+                // relative one only from the first of the two), an exact group its
+                // later members.
+                if d == c || ((!relative || id2.has_relative()) && d < c) {
+                    continue;
+                }
+                let other_namespace = matches!((ns, ns2), (Some(a), Some(b)) if a != b);
+                if other_namespace || !id.same_command(id2) {
+                    continue;
+                }
+                for (s, ps) in subs {
+                    for (t, qs) in subs2 {
+                        if meets(*s, *t) {
+                            union(ps[0], qs[0]);
+                        }
+                    }
+                }
+            }
         }
-        self.groups = groups;
     }
 
     fn schedule_key(&self, p: Place) -> ScheduleKey {
@@ -783,10 +926,14 @@ pub fn manifest_facts(
         .enumerate()
         .map(|(i, job)| {
             let span = job.name.get().map_or(job.span, |n| n.span);
-            let command = match job.command.value() {
-                Some(Command::Argv(v)) => v.iter().map(|s| s.value.clone()).collect(),
-                Some(Command::Shell(s)) => crate::sources::split_words(s),
-                None => Vec::new(),
+            let (command, command_text) = match job.command.value() {
+                Some(Command::Argv(v)) => {
+                    let argv: Vec<String> = v.iter().map(|s| s.value.clone()).collect();
+                    let text = command::shell_join(&argv);
+                    (argv, text)
+                }
+                Some(Command::Shell(s)) => (crate::sources::split_words(s), s.clone()),
+                None => (Vec::new(), String::new()),
             };
             let lock = job.lock.get();
             let depends_on = match job.depends_on.value() {
@@ -812,7 +959,8 @@ pub fn manifest_facts(
                 schedule: sat(&job.schedule),
                 timezone: sat(&job.timezone),
                 dialect,
-                command: crate::sources::effective_argv(&command),
+                command,
+                command_text,
                 instances: instances.map_or(1, |n| n.value.max(1)),
                 instances_span: instances.map(|n| n.span),
                 locked: lock.is_some_and(|l| !l.value.is_disabled()),

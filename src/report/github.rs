@@ -19,7 +19,7 @@ fn escape(s: &str, property: bool) -> String {
 
 pub fn render(run: &LintRun) -> String {
     let mut out = String::new();
-    for f in run.findings.iter().filter(|f| f.suppressed.is_none()) {
+    for f in &super::masked_findings(&run.files, &run.findings, false) {
         let p = position(&run.files, f);
         let level = match f.severity {
             Severity::Error => "error",

@@ -14,10 +14,8 @@ pub fn render(run: &LintRun) -> String {
 /// keys: every file read (`kind`, `jobs`, `registrations`, `notes`) and every file seen
 /// but not read (`read: false`, `reason`).
 pub fn render_with(run: &LintRun, list_files: bool) -> String {
-    let findings: Vec<Value> = run
-        .findings
+    let findings: Vec<Value> = super::masked_findings(&run.files, &run.findings, false)
         .iter()
-        .filter(|f| f.suppressed.is_none())
         .map(|f| {
             let p = position(&run.files, f);
             let related: Vec<Value> = f

@@ -11,7 +11,29 @@ pub mod pretty;
 pub mod sarif;
 
 use crate::finding::Finding;
-use crate::source::SourceFile;
+use crate::source::{Secrets, SourceFile};
+
+/// A run's findings as reports may print them: unsuppressed only when `all` is false, and
+/// every literal masked in any file (BG801) replaced in every text, whichever rule wrote
+/// it (SPEC 9: secrets never appear in output).
+pub fn masked_findings(files: &[SourceFile], findings: &[Finding], all: bool) -> Vec<Finding> {
+    let secrets = Secrets::new(files);
+    findings
+        .iter()
+        .filter(|f| all || f.suppressed.is_none())
+        .map(|f| {
+            let mut f = f.clone();
+            f.message = secrets.redact(&f.message);
+            f.help = secrets.redact(&f.help);
+            f.job = f.job.map(|j| secrets.redact(&j));
+            f.suppressed = f.suppressed.map(|s| secrets.redact(&s));
+            for r in &mut f.related {
+                r.message = secrets.redact(&r.message);
+            }
+            f
+        })
+        .collect()
+}
 
 /// Line and column (1-based, characters) of a finding's start and end.
 pub struct Position {

@@ -82,7 +82,7 @@ pub fn render(run: &LintRun, color: bool) -> String {
         })
         .collect();
     let mut out = String::new();
-    for f in run.findings.iter().filter(|f| f.suppressed.is_none()) {
+    for f in &super::masked_findings(&run.files, &run.findings, false) {
         let Some(src) = sources.get(f.at.file) else {
             continue;
         };

@@ -27,8 +27,7 @@ pub fn render(run: &LintRun) -> String {
         .enumerate()
         .map(|(i, m)| (m.code, i))
         .collect();
-    let results: Vec<Value> = run
-        .findings
+    let results: Vec<Value> = super::masked_findings(&run.files, &run.findings, true)
         .iter()
         .map(|f| {
             let p = position(&run.files, f);

@@ -10,24 +10,41 @@ declare_rule! {
     /// Finds a job that is registered in more than one place: two or more registrations
     /// tied to the same manifest job (a CronJob annotated `batchguard.dev/job`, a
     /// `batchguard run --job` line), two manifests that declare the same `service/name`, or
-    /// a registration or manifest job that runs the same command (same argv, wrappers
-    /// removed) on a schedule that shares at least one slot with it in the 12 months from
-    /// `--now`. Schedules are compared by their slots in their own dialect and time zone,
-    /// not as strings: `0 2 * * *` in Asia/Seoul and `0 17 * * *` in UTC are the same slots.
+    /// a registration or manifest job that runs the same command on a schedule that shares
+    /// at least one slot with it in the 12 months from `--now`. Schedules are compared by
+    /// their slots in their own dialect and time zone, not as strings: `0 2 * * *` in
+    /// Asia/Seoul and `0 17 * * *` in UTC are the same slots.
     ///
-    /// One finding per duplicated job: it points at the first place in path order and
-    /// labels every other place.
+    /// "The same command" is decided the way the commands really run (SPEC 3.6): env
+    /// assignments, `batchguard run … --` and `flock …` wrappers, `sh -c "…"`, output
+    /// redirections and a trailing `| logger`/`| tee` are looked through; `cd DIR &&`, PM2
+    /// `cwd` and a container's `workingDir` give the working directory that relative paths
+    /// are resolved against; programs are compared by basename. So
+    /// `cd /srv/payments && node jobs/settle.js >> log 2>&1`,
+    /// `/usr/bin/node /srv/payments/jobs/settle.js | logger` and a PM2 app with
+    /// `cwd: /srv/payments, script: jobs/settle.js` are one command, while the same
+    /// `php artisan schedule:run` in `/var/www/shop` and in `/var/www/blog` are two. A
+    /// relative path matches an absolute one with the same tail only when one side has no
+    /// known working directory. CronJobs in different namespaces (staging and production)
+    /// are never duplicates of each other, also when both are tied to one manifest job.
+    ///
+    /// One finding per duplicated job: it points at the first place in path order, labels
+    /// every other place, and shows each place's command as its source writes it.
     ///
     /// ## Why it matters
     /// This is the source article's incident: after a deploy, one settlement job was
     /// registered in two places, both runs said "success", and customers were billed twice.
-    /// Its pre-deploy checklist asks exactly this: is any job registered twice?
+    /// Its pre-deploy checklist asks exactly this: is any job registered twice? The second
+    /// registration rarely looks like the first: one is a CronJob, the other a host crontab
+    /// line with a `cd`, a log redirection and a full path to `node`. A check that compares
+    /// the words as written misses it; one that ignores the working directory calls two
+    /// sites on one host a duplicate, and is switched off.
     ///
     /// ## Example
     /// ```text
     /// deploy/billing.batchguard.yaml   settle-payments: node jobs/settle.js, "0 * * * *"
     /// deploy/k8s/cronjobs.yaml         CronJob settle: node jobs/settle.js, "0 * * * *"
-    /// deploy/crontab                   0 * * * * node jobs/settle.js
+    /// deploy/crontab                   0 * * * * cd /srv/payments && node jobs/settle.js >> log 2>&1
     /// ```
     ///
     /// Use instead: keep one registration and tie it to the manifest job:
@@ -65,7 +82,10 @@ impl Rule for DuplicateRegistration {
                 .places
                 .iter()
                 .take(MAX_LISTED)
-                .map(|p| format!("{} at {}", cx.describe(*p), cx.where_(*p)))
+                .map(|p| match cx.command_text(*p) {
+                    Some(cmd) => format!("{} at {} runs `{cmd}`", cx.describe(*p), cx.where_(*p)),
+                    None => format!("{} at {}", cx.describe(*p), cx.where_(*p)),
+                })
                 .collect();
             if g.places.len() > MAX_LISTED {
                 places.push(format!("and {} more", g.places.len() - MAX_LISTED));
