@@ -44,12 +44,18 @@ impl Rule for CrontabUnguarded {
         if reg.kind != SourceKind::Crontab || reg.wrapped {
             return;
         }
+        // As written (quotes kept); every report redacts secrets from messages.
+        let written = cx
+            .text
+            .get(reg.command_span.start..reg.command_span.end())
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map_or_else(|| crate::sources::command::shell_join(&reg.command), str::to_owned);
         out.emit(
             reg.command_span,
             format!(
-                "{} runs `{}` without `batchguard run` or `flock`: a slow run and the next tick overlap",
+                "{} runs `{written}` without `batchguard run` or `flock`: a slow run and the next tick overlap",
                 reg.label,
-                reg.command.join(" ")
             ),
         );
     }
