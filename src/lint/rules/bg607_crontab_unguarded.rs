@@ -50,7 +50,10 @@ impl Rule for CrontabUnguarded {
             .get(reg.command_span.start..reg.command_span.end())
             .map(str::trim)
             .filter(|t| !t.is_empty())
-            .map_or_else(|| crate::sources::command::shell_join(&reg.command), str::to_owned);
+            .map_or_else(
+                || crate::sources::command::shell_join(&reg.command),
+                str::to_owned,
+            );
         out.emit(
             reg.command_span,
             format!(
