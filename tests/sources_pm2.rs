@@ -515,3 +515,34 @@ fn summary_counts_jobs_registrations_and_sources() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_secret_in_the_env_of_any_app_of_an_evaluated_file_is_bg801() {
+    if node_major() < 20 {
+        eprintln!("node 20+ not on PATH: skipped");
+        return;
+    }
+    // Neither app registers a job (no cron; a restart schedule): the leak is still a leak.
+    let dir = tempfile::tempdir().expect("tmp");
+    let text = "module.exports = { apps: [\n  { name: 'web', script: 'server.js', env: { DB_PASSWORD: 'web-literal-pw' } },\n  { name: 'api', script: 'api.js', cron_restart: '0 4 * * *',\n    env_production: { API_TOKEN: 'api-literal-token', HOME_DIR: process.env.HOME } },\n] };\n";
+    write(dir.path(), "ecosystem.config.js", text);
+    let v = json(dir.path());
+    let f = findings(&v, "BG801");
+    assert_eq!(f.len(), 2, "{v:#}");
+    assert_eq!(
+        (f[0]["line"].as_u64(), f[0]["column"].as_u64()),
+        (Some(2), Some(60)),
+        "{v:#}"
+    );
+    assert_eq!(f[1]["line"].as_u64(), Some(4), "{v:#}");
+    let pretty = bg()
+        .args(["lint", "--now", NOW])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    let out = String::from_utf8_lossy(&pretty.stdout);
+    assert!(out.contains("BG801"), "{out}");
+    for secret in ["web-literal-pw", "api-literal-token"] {
+        assert!(!out.contains(secret), "{out}");
+    }
+}

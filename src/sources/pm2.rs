@@ -196,7 +196,11 @@ pub fn read(path: &Path, text: &str) -> Read {
             }
         };
         return match yaml::parse(&json) {
-            Ok(root) => apps(&root, Some(text)),
+            Ok(root) => {
+                let mut read = apps(&root, Some(text));
+                read.roots.push(located(&root, text));
+                read
+            }
             Err(e) => not_read(
                 format!("PM2 ecosystem file not read: its exports are not JSON ({e})"),
                 "export a plain object: module.exports = { apps: [...] }",
@@ -246,6 +250,57 @@ pub fn pick<'n>(app: &'n Node, field: &Field) -> Option<&'n Node> {
         }
     }
     cur.filter(|n| !matches!(n.value, Value::Null))
+}
+
+/// The evaluated exports of a `.js` file with each scalar located in the source text, so
+/// whole-file rules (BG801) see every app's `env`, registering or not. A value whose text
+/// is not in the file (computed, read from the environment while evaluating) becomes null:
+/// what the file does not hold, it cannot leak.
+fn located(root: &Node, text: &str) -> Node {
+    fn walk(node: &Node, text: &str, cursor: &mut usize) -> Node {
+        let value = match &node.value {
+            Value::Seq(items) => Value::Seq(items.iter().map(|n| walk(n, text, cursor)).collect()),
+            Value::Map(entries) => Value::Map(
+                entries
+                    .iter()
+                    .map(|(k, v)| (walk(k, text, cursor), walk(v, text, cursor)))
+                    .collect(),
+            ),
+            scalar => {
+                let needle = match scalar {
+                    Value::Str(s) => s.clone(),
+                    Value::Int(i) => i.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    _ => {
+                        return Node {
+                            value: Value::Null,
+                            span: Span::new(0, 0),
+                        };
+                    }
+                };
+                let found = super::find_token(text, &needle, *cursor)
+                    .or_else(|| super::find_token(text, &needle, 0));
+                return match found {
+                    Some(span) => {
+                        *cursor = (*cursor).max(span.end());
+                        Node {
+                            value: scalar.clone(),
+                            span,
+                        }
+                    }
+                    None => Node {
+                        value: Value::Null,
+                        span: Span::new(0, 0),
+                    },
+                };
+            }
+        };
+        Node {
+            value,
+            span: Span::new(0, 0),
+        }
+    }
+    walk(root, text, &mut 0)
 }
 
 /// Locates values: in the file itself, or (for an evaluated `.js` file, whose values come
