@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::cross::{Analysis, CrossEmitter, group_subject};
+use crate::lint::cross::{Analysis, CrossEmitter, Place, group_subject};
 use crate::lint::rule::{Rule, RuleMeta};
 
 /// Places named in the message; every place is still a related location.
@@ -90,12 +90,22 @@ impl Rule for DuplicateRegistration {
             if g.places.len() > MAX_LISTED {
                 places.push(format!("and {} more", g.places.len() - MAX_LISTED));
             }
+            // Slots were compared in a zone no file states: say so (SPEC 3.6).
+            let assumed = g.places.iter().find_map(|p| match *p {
+                Place::Reg(r) if cx.project.regs[r].zone_assumed => {
+                    Some(cx.project.regs[r].zone_label())
+                }
+                _ => None,
+            });
+            let assumed = assumed
+                .map(|z| format!(" (crontab lines compared in {z})"))
+                .unwrap_or_default();
             out.emit(
                 cx.location(first),
                 service,
                 Some(job),
                 format!(
-                    "{subject} is registered in {} places: {}",
+                    "{subject} is registered in {} places: {}{assumed}",
                     g.places.len(),
                     places.join("; ")
                 ),
