@@ -114,30 +114,6 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// True when `path` (relative to the config's folder, else to the current directory)
-    /// matches one of `globs`.
-    pub fn matches(&self, globs: &[String], path: &Path) -> bool {
-        if globs.is_empty() {
-            return false;
-        }
-        let base = self
-            .path
-            .as_ref()
-            .and_then(|p| p.parent())
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_default();
-        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        let rel = abs.strip_prefix(&base).unwrap_or(&abs);
-        let mut b = globset::GlobSetBuilder::new();
-        for g in globs {
-            if let Ok(g) = globset::Glob::new(g) {
-                b.add(g);
-            }
-        }
-        b.build().is_ok_and(|set| set.is_match(rel))
-    }
-
     /// The severity a rule reports at, or `None` when it is turned off.
     pub fn severity(&self, code: &str, name: &str, default: Severity) -> Option<Severity> {
         let level = self

@@ -715,8 +715,9 @@ pub fn lint_source(
     path: &std::path::Path,
     bytes: &[u8],
     opts: &super::LintOptions,
+    read_options: &crate::sources::ReadOptions,
 ) -> super::FileLint {
-    let read = crate::sources::read(kind, path, bytes, &opts.read_options(path));
+    let read = crate::sources::read(kind, path, bytes, read_options);
     let mut file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
     let mut findings = Vec::new();
     for root in &read.roots {

@@ -119,17 +119,6 @@ pub struct LintOptions {
     pub now: jiff::Timestamp,
 }
 
-impl LintOptions {
-    /// What `[sources]` says about reading `path` (SPEC 3.6).
-    pub fn read_options(&self, path: &Path) -> crate::sources::ReadOptions {
-        let src = &self.settings.config.sources;
-        crate::sources::ReadOptions {
-            crontab_timezone: src.crontab_timezone.clone(),
-            crontab_user_column: self.settings.matches(&src.crontab_user_column, path),
-        }
-    }
-}
-
 /// What a file was read as (SPEC 8 `summary.sources`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FileKind {
@@ -318,12 +307,14 @@ pub struct WalkOptions {
 const VCS_DIRS: [&str; 3] = [".git", ".hg", ".svn"];
 
 /// The config's globs, compiled once per run, relative to the config's folder (else the
-/// current directory), as [`Settings::matches`] reads them.
+/// current directory).
 struct Globs {
     base: PathBuf,
     include: Option<globset::GlobSet>,
     exclude: Option<globset::GlobSet>,
     kinds: Vec<(crate::sources::SourceKind, globset::GlobSet)>,
+    user_column: Option<globset::GlobSet>,
+    crontab_timezone: Option<String>,
 }
 
 impl Globs {
@@ -364,6 +355,19 @@ impl Globs {
             include: build(&files.include),
             exclude: build(&files.exclude),
             kinds,
+            user_column: build(&src.crontab_user_column),
+            crontab_timezone: src.crontab_timezone.clone(),
+        }
+    }
+
+    /// What `[sources]` tells the readers about `p` (SPEC 3.6).
+    fn read_options(&self, p: &Path) -> crate::sources::ReadOptions {
+        crate::sources::ReadOptions {
+            crontab_timezone: self.crontab_timezone.clone(),
+            crontab_user_column: self
+                .user_column
+                .as_ref()
+                .is_some_and(|set| set.is_match(self.rel(p))),
         }
     }
 
@@ -617,7 +621,7 @@ fn lint_candidate(
     let source = |kind| {
         Ok((
             FileKind::Source(kind),
-            cross::lint_source(kind, &c.path, bytes, opts),
+            cross::lint_source(kind, &c.path, bytes, opts, &globs.read_options(&c.path)),
         ))
     };
     if let Some(kind) = globs.kind(&c.path) {
