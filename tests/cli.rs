@@ -1,16 +1,10 @@
 //! The binary end to end: formats, --fail-on, exit codes 0/1/2, several paths, missing paths.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{NOW, bg};
 use predicates::prelude::*;
 use std::fs;
-
-fn bg() -> Command {
-    let mut c = Command::cargo_bin("batchguard").expect("binary builds");
-    c.env("NO_COLOR", "1");
-    c
-}
-
-const NOW: &str = "2026-03-01T00:00:00Z";
 
 fn clean_job(name: &str) -> String {
     format!(

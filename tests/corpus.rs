@@ -5,37 +5,11 @@
 //! the payments incident spelled four ways). Each tree's pretty lint output is a snapshot,
 //! and every false alarm or miss lint once had on such trees is asserted by name here.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{NOW, bg, need_node};
 use serde_json::Value;
 use std::path::Path;
-
-const NOW: &str = "2026-03-01T00:00:00Z";
-
-fn bg() -> Command {
-    let mut c = Command::cargo_bin("batchguard").expect("binary builds");
-    c.env("NO_COLOR", "1");
-    c
-}
-
-fn has_node() -> bool {
-    std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Node evaluates the `.js` ecosystem trees: in CI it must be there.
-fn need_node() -> bool {
-    if has_node() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "node is required in CI"
-    );
-    eprintln!("skipped: node is not on PATH");
-    false
-}
 
 fn tree(name: &str) -> String {
     Path::new("fixtures/corpus")
@@ -135,7 +109,7 @@ fn gitops_environments_are_separate_and_interval_and_prefix_schedules_are_warnin
 
 #[test]
 fn pm2_aliases_cwd_and_a_web_restart() {
-    if !need_node() {
+    if !need_node(1) {
         return;
     }
     let v = lint_json("pm2-app");

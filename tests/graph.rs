@@ -1,13 +1,14 @@
 //! `batchguard graph`: the deploy tree in `fixtures/graph/` (two manifests, multi-document
 //! Kubernetes YAML, a crontab, a PM2 file) drawn as DOT and Mermaid, kept as snapshots.
 
+mod common;
+
 use assert_cmd::Command;
 use batchguard::config::Settings;
 use batchguard::graph::{Format, render};
 use batchguard::lint::{LintOptions, run};
+use common::NOW;
 use std::path::PathBuf;
-
-const NOW: &str = "2026-03-01T00:00:00Z";
 
 fn draw(format: Format) -> String {
     let now = NOW.parse().expect("fixed now");

@@ -3,15 +3,16 @@
 //! real ones are, plus the cross-file analysis on registrations built directly (for the
 //! fields the readers fill: working directory, namespace, env).
 
+mod common;
+
 use assert_cmd::Command;
 use batchguard::lint::cross::{Analysis, Project};
 use batchguard::manifest::yaml::Span;
 use batchguard::source::SourceFile;
 use batchguard::sources::{At, Registration, SourceKind, Tie};
+use common::NOW;
 use serde_json::Value;
 use std::path::Path;
-
-const NOW: &str = "2026-03-01T00:00:00Z";
 
 fn write(dir: &Path, rel: &str, text: &str) {
     let p = dir.join(rel);

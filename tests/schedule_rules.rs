@@ -1,17 +1,11 @@
 //! Schedule rules on registrations (SPEC 3.5): `@every` (BG107), a `CRON_TZ=` prefix
 //! (BG108, evaluated in its zone) and PM2's croner (`pm2` dialect), end to end.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{NOW, bg};
 use std::fs;
 use std::path::Path;
-
-const NOW: &str = "2026-03-01T00:00:00Z";
-
-fn bg() -> Command {
-    let mut c = Command::cargo_bin("batchguard").expect("binary builds");
-    c.env("NO_COLOR", "1");
-    c
-}
 
 fn lint(dir: &Path) -> serde_json::Value {
     let out = bg()

@@ -1,14 +1,10 @@
 //! `batchguard slots` end to end: both forms, DST under two dialects, errors (exit 2).
 
-use assert_cmd::Command;
+mod common;
+
+use common::bg;
 use predicates::prelude::*;
 use std::fs;
-
-fn bg() -> Command {
-    let mut c = Command::cargo_bin("batchguard").expect("binary builds");
-    c.env("NO_COLOR", "1");
-    c
-}
 
 fn stdout_of(args: &[&str]) -> String {
     let out = bg().arg("slots").args(args).assert().success();

@@ -1,24 +1,11 @@
 //! Registration sources end to end: node absent, hostile ecosystem files and Kubernetes
 //! YAML bounded, duplicates reported with every place in JSON `related`.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{NOW, bg, has_node, node_major};
 use std::fs;
 use std::path::Path;
-
-const NOW: &str = "2026-03-01T00:00:00Z";
-
-fn bg() -> Command {
-    let mut c = Command::cargo_bin("batchguard").expect("binary builds");
-    c.env("NO_COLOR", "1");
-    c
-}
-
-fn has_node() -> bool {
-    std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn json(dir: &Path, extra_env: Option<(&str, &str)>) -> serde_json::Value {
     let mut c = bg();
@@ -120,23 +107,6 @@ fn an_ecosystem_file_that_prints_megabytes_is_cut_off() {
             .is_some_and(|m| m.contains("more than 4 MiB")),
         "{v}"
     );
-}
-
-/// Node 20+ has the permission model the evaluation relies on.
-fn node_major() -> u32 {
-    std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .trim_start_matches('v')
-                .split('.')
-                .next()
-                .and_then(|m| m.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 #[test]

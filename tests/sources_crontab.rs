@@ -4,12 +4,13 @@
 //! assumed zone of lines without `CRON_TZ=`, namespaces and working directories of
 //! CronJobs, and one BG609 per Helm template file.
 
+mod common;
+
 use assert_cmd::Command;
 use batchguard::sources::{self, ReadOptions, Registration, SourceKind};
+use common::NOW;
 use std::fs;
 use std::path::Path;
-
-const NOW: &str = "2026-03-01T00:00:00Z";
 
 fn lint_json(dir: &Path) -> serde_json::Value {
     let out = Command::cargo_bin("batchguard")

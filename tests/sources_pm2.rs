@@ -2,34 +2,12 @@
 //! non-sources listed as not read, `[sources]` globs, `--hidden`, `--list-files`, and the
 //! summary counts (SPEC 3.6, 8).
 
-use assert_cmd::Command;
+mod common;
+
 use batchguard::sources::{self, ReadOptions, SourceKind};
+use common::{NOW, bg, node_major};
 use std::fs;
 use std::path::Path;
-
-const NOW: &str = "2026-03-01T00:00:00Z";
-
-fn bg() -> Command {
-    let mut c = Command::cargo_bin("batchguard").expect("binary builds");
-    c.env("NO_COLOR", "1");
-    c
-}
-
-fn node_major() -> u32 {
-    std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .trim_start_matches('v')
-                .split('.')
-                .next()
-                .and_then(|m| m.parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 /// `lint --format json` over `paths` (run in `cwd`), exit 0 or 1.
 fn json_in(cwd: &Path, args: &[&str]) -> serde_json::Value {

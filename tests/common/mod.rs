@@ -1,0 +1,52 @@
+//! What every integration test shares: the binary without colour, the fixed "now" that
+//! makes look-ahead rules reproducible, and whether node (which evaluates `.js` PM2
+//! ecosystem files) is here. Each test binary uses a part of it.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+
+/// The `--now` of every lint test: look-ahead rules (BG102, BG103) count from it.
+pub const NOW: &str = "2026-03-01T00:00:00Z";
+
+/// `batchguard` as built for this test run, with colour off.
+pub fn bg() -> Command {
+    let mut c = Command::cargo_bin("batchguard").expect("binary builds");
+    c.env("NO_COLOR", "1");
+    c
+}
+
+/// The major version of the `node` on PATH; 0 when there is none.
+pub fn node_major() -> u32 {
+    std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .trim_start_matches('v')
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+pub fn has_node() -> bool {
+    node_major() > 0
+}
+
+/// Whether a test that evaluates `.js` files can run: node `min_major`+ must be there in
+/// CI (`CI=true` fails without it); elsewhere the test says it skipped.
+pub fn need_node(min_major: u32) -> bool {
+    if node_major() >= min_major {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "node {min_major}+ is required in CI"
+    );
+    eprintln!("skipped: node {min_major}+ is not on PATH");
+    false
+}
