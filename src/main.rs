@@ -157,7 +157,7 @@ fn graph_cmd(args: GraphArgs) -> ExitCode {
 }
 
 fn audit_cmd(args: AuditArgs) -> ExitCode {
-    use batchguard::audit::run::{RunOptions, run};
+    use batchguard::audit::run::{AuditError, RunOptions, run};
     let opts = RunOptions {
         ledger: args.ledger,
         outputs: args.outputs,
@@ -167,9 +167,16 @@ fn audit_cmd(args: AuditArgs) -> ExitCode {
         to: args.to,
         assume_tz: args.assume_tz,
         progress: std::io::stderr().is_terminal(),
+        ..Default::default()
     };
     let result = match run(&opts) {
         Ok(r) => r,
+        Err(AuditError::Manifest(e)) => {
+            let color = std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            eprint!("{}", report::audit_pretty::render_not_evaluable(&e, color));
+            return ExitCode::from(CANNOT_RUN);
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(CANNOT_RUN);

@@ -778,6 +778,16 @@ impl Auditor {
         }
     }
 
+    /// Event rows accepted and rejected so far (outputs not included).
+    pub fn event_rows(&self) -> (u64, u64) {
+        (self.input.events, self.input.rows_rejected)
+    }
+
+    /// The first rejected event rows, with their location.
+    pub fn first_row_errors(&self) -> &[RowError] {
+        &self.row_errors
+    }
+
     /// Whether the output key of `job` was applied (for AU202).
     fn output_seen(&self, job: u32, key: &str) -> bool {
         self.out_local
@@ -792,6 +802,14 @@ impl Auditor {
     /// Runs the checks and computes the metrics.
     pub fn finish(mut self) -> AuditResult {
         self.merge_runs();
+        // AU001, one per source: events, then outputs (before the outputs' errors join
+        // the events' in the report's list).
+        let mut au001 = Vec::new();
+        au001.extend(rows_rejected(self.input.rows_rejected, &self.row_errors));
+        au001.extend(rows_rejected(
+            self.outputs.input.rows_rejected,
+            &self.outputs.row_errors,
+        ));
         self.resolve_outputs();
         self.input.rows_accepted = self.input.rows_read - self.input.rows_rejected;
         let mut findings = Vec::new();
@@ -1412,6 +1430,9 @@ impl Auditor {
             ))
         });
         reports.sort_by(|a, b| a.job.cmp(&b.job));
+        // Rejected rows first: every other finding is judged without them.
+        au001.append(&mut findings);
+        let findings = au001;
         AuditResult {
             from: self.opts.from,
             to: self.opts.to,
@@ -1459,6 +1480,48 @@ impl Auditor {
             }
         }
     }
+}
+
+/// How many locations an AU001 finding lists.
+const AU001_LOCATIONS: usize = 5;
+
+/// AU001 for one source: `rejected` rows, the first of them in `errors`.
+fn rows_rejected(rejected: u64, errors: &[RowError]) -> Option<super::AuditFinding> {
+    let first = errors.first()?;
+    if rejected == 0 {
+        return None;
+    }
+    let source = first.at.source.clone();
+    let shown: Vec<String> = errors
+        .iter()
+        .take(AU001_LOCATIONS)
+        .map(|e| e.to_string())
+        .collect();
+    let mut message = format!(
+        "{} of {source} could not be read, so the audit is incomplete; first: {}",
+        if rejected == 1 {
+            "1 row".to_owned()
+        } else {
+            format!("{rejected} rows")
+        },
+        shown[0]
+    );
+    if rejected > 1 {
+        message.push_str(&format!(
+            " (the first {} are listed under rejected rows)",
+            shown.len()
+        ));
+    }
+    let mut f = checks::finding("AU001", message, &source, None, Vec::new());
+    f.count = Some(rejected);
+    f.keys = Some(
+        errors
+            .iter()
+            .take(AU001_LOCATIONS)
+            .map(|e| e.at.to_string())
+            .collect(),
+    );
+    Some(f)
 }
 
 /// What checking one job yields.

@@ -15,6 +15,7 @@
 pub mod checks;
 mod engine;
 pub mod hist;
+pub mod manifests;
 pub mod run;
 pub mod snapshot;
 

@@ -2,13 +2,15 @@
 //! ledger through the [`Auditor`], with a progress bar on a terminal. `main` only maps the
 //! result to an exit code.
 
-use super::{AuditOptions, AuditResult, Auditor, jobs_from_manifest};
+use super::manifests::{self, ManifestError, NotEvaluable};
+use super::{AuditOptions, AuditResult, Auditor};
 use crate::ledger::read::{self, ReadOptions, Source};
 use crate::ledger::{EventKind, EventRef, RowError, Status, Trigger};
 use jiff::Timestamp;
 use std::path::PathBuf;
 
 /// What `audit` was asked (SPEC 1).
+#[derive(Default)]
 pub struct RunOptions {
     pub ledger: String,
     pub outputs: Option<String>,
@@ -19,6 +21,8 @@ pub struct RunOptions {
     pub assume_tz: Option<String>,
     /// Draw a progress bar on stderr (only when stderr is a terminal).
     pub progress: bool,
+    /// `batchguard.toml` (check severities, `drill_cadence`); the lint of the manifests.
+    pub settings: crate::config::Settings,
 }
 
 /// Why the audit could not run (exit 2).
@@ -26,12 +30,28 @@ pub struct RunOptions {
 #[error("{0}")]
 pub struct CannotRun(pub String);
 
-pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
+/// Why the audit could not run: a message, or manifest jobs it cannot evaluate (rendered
+/// with their places in the manifest, as lint shows them).
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("{0}")]
+    CannotRun(String),
+    #[error(transparent)]
+    Manifest(Box<NotEvaluable>),
+}
+
+impl From<CannotRun> for AuditError {
+    fn from(e: CannotRun) -> Self {
+        AuditError::CannotRun(e.0)
+    }
+}
+
+/// How many rejected rows an exit-2 "nothing could be read" message quotes.
+const FIRST_REASONS: usize = 5;
+
+pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     if o.from >= o.to {
-        return Err(CannotRun(format!(
-            "--from {} is not before --to {}",
-            o.from, o.to
-        )));
+        return Err(CannotRun(format!("--from {} is not before --to {}", o.from, o.to)).into());
     }
     let assume_tz = match &o.assume_tz {
         None => None,
@@ -39,25 +59,11 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
             jiff::tz::TimeZone::get(z).map_err(|e| CannotRun(format!("--assume-tz `{z}`: {e}")))?,
         ),
     };
-    let mut jobs = Vec::new();
-    for path in &o.manifests {
-        let bytes = std::fs::read(path)
-            .map_err(|e| CannotRun(format!("cannot read manifest {}: {e}", path.display())))?;
-        let (_, loaded) = crate::manifest::load::load(&bytes);
-        if loaded.root.is_none() {
-            let why = loaded
-                .diags
-                .first()
-                .map(|d| d.message.clone())
-                .unwrap_or_else(|| "not a manifest".into());
-            return Err(CannotRun(format!(
-                "manifest {} cannot be read: {why} (`batchguard lint` shows where)",
-                path.display()
-            )));
-        }
-        let service = loaded.manifest.service_name(path);
-        jobs.extend(jobs_from_manifest(&loaded, &service));
-    }
+    let jobs = match manifests::load_jobs(&o.manifests, &o.settings, &|_| true) {
+        Ok(jobs) => jobs,
+        Err(ManifestError::Io(m)) => return Err(AuditError::CannotRun(m)),
+        Err(ManifestError::NotEvaluable(e)) => return Err(AuditError::Manifest(Box::new(e))),
+    };
     let ledger = Source::parse(&o.ledger).map_err(|e| CannotRun(e.0))?;
     // A database ledger holds its outputs table too; a file ledger needs --outputs.
     let outputs = match &o.outputs {
@@ -70,10 +76,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
     if let Some(dir) = &o.snapshots
         && !dir.is_dir()
     {
-        return Err(CannotRun(format!(
-            "--snapshots {} is not a directory",
-            dir.display()
-        )));
+        return Err(CannotRun(format!("--snapshots {} is not a directory", dir.display())).into());
     }
     let opts = AuditOptions {
         from: o.from,
@@ -173,8 +176,26 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
         (ev, out)
     });
     ev_res?;
+    let (accepted, rejected) = auditor.event_rows();
+    if accepted == 0 && rejected > 0 {
+        let mut msg = format!(
+            "no event row of {} could be read ({} rejected), so there is nothing to audit:",
+            ledger.display(),
+            rejected
+        );
+        for e in auditor.first_row_errors().iter().take(FIRST_REASONS) {
+            msg.push_str(&format!("\n  {e}"));
+        }
+        if rejected > FIRST_REASONS as u64 {
+            msg.push_str(&format!(
+                "\n  … and {} more",
+                rejected - FIRST_REASONS as u64
+            ));
+        }
+        return Err(AuditError::CannotRun(msg));
+    }
     if let Some(t) = out_res {
-        auditor.merge_outputs(t?);
+        auditor.merge_outputs(t.map_err(AuditError::from)?);
     }
     if let Some(b) = &bar {
         b.set_message("checking");

@@ -174,3 +174,26 @@ pub fn render(r: &AuditResult, color: bool) -> String {
     ));
     out
 }
+
+/// Manifest jobs the audit cannot evaluate, each shown as lint shows its finding (the same
+/// rule, place and help), then one line saying why the audit stopped.
+pub fn render_not_evaluable(e: &crate::audit::manifests::NotEvaluable, color: bool) -> String {
+    use miette::{GraphicalReportHandler, GraphicalTheme};
+    let theme = if color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_links(false)
+        .with_width(100);
+    let mut out = String::new();
+    for p in &e.problems {
+        if handler.render_report(&mut out, p).is_err() {
+            out.push_str(&format!("{p}\n"));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("error: {}\n", e.message));
+    out
+}
