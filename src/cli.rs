@@ -115,15 +115,23 @@ pub enum GraphFormat {
 
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
-    /// Events: path.csv, path.jsonl/.ndjson, sqlite:PATH or postgres://…
-    #[arg(long)]
+    /// Events: path.csv, path.jsonl/.ndjson (also .gz/.zst), `-` (stdin), a named pipe,
+    /// sqlite:PATH or postgres://…
+    #[arg(long, allow_hyphen_values = true)]
     pub ledger: String,
-    /// Applied outputs (default: the ledger's outputs table for sqlite/postgres).
-    #[arg(long)]
+    /// Applied outputs, same forms (default: the ledger's outputs table for sqlite/postgres).
+    #[arg(long, allow_hyphen_values = true)]
     pub outputs: Option<String>,
-    /// Manifests declaring the jobs (repeatable). Without one, only AU102-AU104 and AU201 run.
+    /// Format of a file source whose name does not tell it (`-`, a pipe, `<(…)`).
+    #[arg(long, value_enum)]
+    pub ledger_format: Option<LedgerFormat>,
+    /// Manifest files or directories (searched like lint; repeatable). Without one, only
+    /// AU102-AU104 and AU201 run.
     #[arg(long = "manifest")]
     pub manifests: Vec<PathBuf>,
+    /// Audit only this job, `name` or `service/name` (repeatable).
+    #[arg(long = "job")]
+    pub jobs: Vec<String>,
     /// Directory the manifests' snapshot.path templates are relative to (AU202-AU204).
     #[arg(long)]
     pub snapshots: Option<PathBuf>,
@@ -144,6 +152,13 @@ pub struct AuditArgs {
     /// IANA zone for ledger timestamps written without an offset (refused otherwise).
     #[arg(long)]
     pub assume_tz: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LedgerFormat {
+    Csv,
+    /// JSON Lines (also NDJSON).
+    Jsonl,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -1,8 +1,8 @@
 //! Thin entry point: parse arguments, call one function, map the result to an exit code.
 
 use batchguard::cli::{
-    AuditArgs, AuditFormat, Cli, Command, FailOn, GraphArgs, GraphFormat, LintArgs, LintFormat,
-    RulesFormat, SchemaKind,
+    AuditArgs, AuditFormat, Cli, Command, FailOn, GraphArgs, GraphFormat, LedgerFormat, LintArgs,
+    LintFormat, RulesFormat, SchemaKind,
 };
 use batchguard::config::{self, Settings};
 use batchguard::finding::Severity;
@@ -167,6 +167,11 @@ fn audit_cmd(args: AuditArgs) -> ExitCode {
         to: args.to,
         assume_tz: args.assume_tz,
         progress: std::io::stderr().is_terminal(),
+        jobs: args.jobs,
+        ledger_format: args.ledger_format.map(|f| match f {
+            LedgerFormat::Csv => batchguard::ledger::read::FileFormat::Csv,
+            LedgerFormat::Jsonl => batchguard::ledger::read::FileFormat::Jsonl,
+        }),
         ..Default::default()
     };
     let result = match run(&opts) {

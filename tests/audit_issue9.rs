@@ -41,6 +41,9 @@ impl Dir {
             dir: tempfile::tempdir().expect("tempdir"),
         }
     }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
     fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.dir.path().join(name);
         if let Some(parent) = p.parent() {
@@ -181,4 +184,359 @@ fn au001_is_in_the_rules_table() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("rows-rejected"));
+}
+
+// ---- ledgers as teams export them ----
+
+/// The JSON report with the ledger's name taken out (it differs between forms).
+fn json_without(out: &std::process::Output, name: &str) -> String {
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        text(&out.stderr)
+    );
+    text(&out.stdout).replace(name, "LEDGER")
+}
+
+/// A ledger with one rejected row, so its name shows in the report.
+fn ledger_with_one_bad_row() -> String {
+    let mut ev = clean_events(5);
+    ev.push_str("r9,hourly,2026-03-01 02:00:00,start,2026-03-01T02:00:01Z,pod-a,1,,,,schedule\n");
+    ev
+}
+
+fn plain_json(d: &Dir, m: &Path) -> String {
+    let l = d.write("events.csv", &ledger_with_one_bad_row());
+    let out = audit(&l, m)
+        .args(["--format", "json"])
+        .output()
+        .expect("runs");
+    json_without(&out, &l.display().to_string())
+}
+
+#[test]
+fn stdin_gives_the_same_report_as_the_file() {
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &manifest(""));
+    let want = plain_json(&d, &m);
+    let out = audit(Path::new("-"), &m)
+        .args(["--ledger-format", "csv", "--format", "json"])
+        .write_stdin(ledger_with_one_bad_row())
+        .output()
+        .expect("runs");
+    assert_eq!(json_without(&out, "stdin"), want);
+    // Without --ledger-format, `-` is refused with the flag to use.
+    let out = audit(Path::new("-"), &m)
+        .write_stdin(ledger_with_one_bad_row())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--ledger-format"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn gzip_and_zstd_give_the_same_report_as_the_file() {
+    use std::io::Write;
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &manifest(""));
+    let want = plain_json(&d, &m);
+    let body = ledger_with_one_bad_row();
+    let gz = d.path().join("events.csv.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).expect("create"),
+        flate2::Compression::default(),
+    );
+    enc.write_all(body.as_bytes()).expect("gzip");
+    enc.finish().expect("gzip");
+    let zst = d.path().join("events.jsonl.zst");
+    let jsonl: String = body
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let cols = [
+                "run_id",
+                "job",
+                "scheduled_at",
+                "event",
+                "at",
+                "instance",
+                "attempt",
+                "status",
+                "error_code",
+                "snapshot_digest",
+                "trigger",
+            ];
+            let obj: serde_json::Map<String, serde_json::Value> = cols
+                .iter()
+                .zip(l.split(','))
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(v)))
+                .collect();
+            serde_json::Value::Object(obj).to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&zst, zstd::encode_all(jsonl.as_bytes(), 3).expect("zstd")).expect("write");
+    let out = audit(&gz, &m)
+        .args(["--format", "json"])
+        .output()
+        .expect("runs");
+    assert_eq!(json_without(&out, &gz.display().to_string()), want);
+    let out = audit(&zst, &m)
+        .args(["--format", "json"])
+        .output()
+        .expect("runs");
+    // JSONL lines are numbered without a header line: the bad row is line 7, not 8.
+    let got = json_without(&out, &zst.display().to_string())
+        .replace("LEDGER:7", "LEDGER:8")
+        .replace("\"row\": 7,", "\"row\": 8,");
+    assert_eq!(got, want);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_named_pipe_is_read_once() {
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &manifest(""));
+    let want = plain_json(&d, &m);
+    let fifo = d.path().join("events.csv");
+    std::fs::remove_file(&fifo).expect("rm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let body = ledger_with_one_bad_row();
+    let writer_path = fifo.clone();
+    let writer = std::thread::spawn(move || std::fs::write(writer_path, body));
+    let out = audit(&fifo, &m)
+        .args(["--format", "json"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    writer.join().expect("writer").expect("write fifo");
+    assert_eq!(json_without(&out, &fifo.display().to_string()), want);
+}
+
+/// Two jobs: `hourly` ran clean, `daily` (02:00) never ran.
+fn two_jobs() -> String {
+    manifest("  - name: daily\n    schedule: \"0 2 * * *\"\n    timezone: UTC\n")
+}
+
+#[test]
+fn job_filters_the_jobs_and_an_unknown_name_suggests_one() {
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &two_jobs());
+    let l = d.write("events.csv", &clean_events(5));
+    let out = audit(&l, &m).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "daily is missed");
+    let out = audit(&l, &m)
+        .args(["--job", "hourly", "--format", "json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let jobs: Vec<&str> = v["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter_map(|j| j["job"].as_str())
+        .collect();
+    assert_eq!(jobs, ["hourly"]);
+    let out = audit(&l, &m)
+        .args(["--job", "svc/daily"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let out = audit(&l, &m)
+        .args(["--job", "hourlly"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("did you mean `hourly`?"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Without a manifest, --job filters the ledger's jobs.
+    let mut ev = clean_events(5);
+    ev.push_str("x1,other,2026-03-01T00:00:00Z,end,2026-03-01T00:05:00Z,pod-a,1,success,,,\n");
+    let l2 = d.write("events2.csv", &ev);
+    let mut c = Command::cargo_bin("batchguard").expect("binary");
+    let out = c
+        .args(["audit", "--ledger"])
+        .arg(&l2)
+        .args(["--from", FROM, "--to", TO, "--job", "hourly"])
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the orphan end of `other` is left out"
+    );
+}
+
+#[test]
+fn manifest_dir_is_searched_like_lint() {
+    let d = Dir::new();
+    d.write("deploy/svc.batchguard.yaml", &manifest(""));
+    d.write(
+        "deploy/nested/other.yaml",
+        "version: 1\nservice: other\njobs:\n  - name: nightly\n    schedule: \"0 1 * * *\"\n",
+    );
+    d.write("deploy/values.yaml", "replicas: 3\n");
+    let l = d.write("events.csv", &clean_events(5));
+    let out = audit(&l, &d.path().join("deploy"))
+        .args(["--format", "json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let missed: Vec<&str> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["code"] == "AU101")
+        .filter_map(|f| f["job"].as_str())
+        .collect();
+    assert_eq!(missed, ["other/nightly"], "{v}");
+}
+
+/// An SQLite ledger with only its events table.
+#[test]
+fn a_database_without_its_outputs_table_skips_au201_with_the_reason() {
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &manifest(""));
+    let db = d.path().join("ledger.db");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        use sqlx::Connection;
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&db)
+            .create_if_missing(true);
+        let mut c = sqlx::SqliteConnection::connect_with(&opts)
+            .await
+            .expect("sqlite");
+        fill(&mut c).await;
+    });
+    let src = format!("sqlite:{}", db.display());
+    check_skips_au201(&src, &m);
+}
+
+/// The events of [`clean_events`] in table `batchguard_events` (text columns).
+async fn fill<C>(c: &mut C)
+where
+    for<'c> &'c mut C: sqlx::Executor<'c>,
+{
+    let cols = "run_id, job, scheduled_at, event, at, instance, attempt, status, error_code, snapshot_digest, trigger";
+    let ddl = format!(
+        "CREATE TABLE batchguard_events ({})",
+        cols.split(", ")
+            .map(|c| format!("{c} text"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
+        .execute(&mut *c)
+        .await
+        .expect("ddl");
+    for line in clean_events(5).lines().skip(1) {
+        let values: Vec<String> = line
+            .split(',')
+            .map(|v| {
+                if v.is_empty() {
+                    "NULL".into()
+                } else {
+                    format!("'{v}'")
+                }
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO batchguard_events ({cols}) VALUES ({})",
+            values.join(", ")
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *c)
+            .await
+            .expect("insert");
+    }
+}
+
+fn check_skips_au201(src: &str, m: &Path) {
+    let mut c = Command::cargo_bin("batchguard").expect("binary");
+    let out = c
+        .args(["audit", "--ledger", src, "--manifest"])
+        .arg(m)
+        .args(["--from", FROM, "--to", TO, "--format", "json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut c = Command::cargo_bin("batchguard").expect("binary");
+    let out = c
+        .args(["audit", "--ledger", src, "--manifest"])
+        .arg(m)
+        .args(["--from", FROM, "--to", TO])
+        .output()
+        .expect("runs");
+    let shown = text(&out.stdout);
+    assert!(shown.contains("skipped AU201, AU202"), "{shown}");
+    assert!(shown.contains("has no outputs table"), "{shown}");
+}
+
+#[test]
+fn a_postgres_ledger_without_its_outputs_table_skips_au201() {
+    use sqlx::Connection;
+    let url = std::env::var("BATCHGUARD_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let schema = format!("bg9_{}", std::process::id());
+    let conn = rt.block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            sqlx::PgConnection::connect(&url),
+        )
+        .await
+    });
+    let mut c = match conn {
+        Ok(Ok(c)) => c,
+        other => {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "PostgreSQL at {url} is unreachable under CI=true: {other:?}"
+            );
+            eprintln!("skipping: PostgreSQL at {url} is unreachable");
+            return;
+        }
+    };
+    rt.block_on(async {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; SET search_path TO {schema}"
+        )))
+        .execute(&mut c)
+        .await
+        .expect("schema");
+        fill(&mut c).await;
+    });
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &manifest(""));
+    let src = format!(
+        "{url}?events_table={schema}.batchguard_events&outputs_table={schema}.batchguard_outputs"
+    );
+    check_skips_au201(&src, &m);
+    rt.block_on(async {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+            .execute(&mut c)
+            .await
+            .expect("drop");
+    });
 }

@@ -218,6 +218,17 @@ struct JobNames {
     /// Undeclared names in the order they were met.
     undeclared: Vec<String>,
     last: (String, u32),
+    /// `--job`: the undeclared names to fold (`None`: all); others map to [`IGNORED`].
+    keep: Option<std::sync::Arc<Vec<String>>>,
+}
+
+/// The job id of ledger rows that `--job` leaves out.
+pub(crate) const IGNORED: u32 = u32::MAX - 1;
+
+/// Whether ledger job `name` (`name` or `service/name`) is one of `keep`.
+fn selected(name: &str, keep: &[String]) -> bool {
+    keep.iter()
+        .any(|k| k == name || name.rsplit_once('/').is_some_and(|(_, n)| n == k))
 }
 
 impl JobNames {
@@ -228,6 +239,7 @@ impl JobNames {
             by_name: HashMap::default(),
             undeclared: Vec::new(),
             last: (String::new(), NONE),
+            keep: None,
         }
     }
 
@@ -241,6 +253,9 @@ impl JobNames {
             None => {
                 let (id, new) = match self.declared.get(name) {
                     Some(&m) => (m as u32, false),
+                    None if self.keep.as_ref().is_some_and(|k| !selected(name, k)) => {
+                        (IGNORED, false)
+                    }
                     None => {
                         self.undeclared.push(name.to_owned());
                         (self.n_declared + self.undeclared.len() as u32 - 1, true)
@@ -254,6 +269,11 @@ impl JobNames {
         self.last.0.push_str(name);
         self.last.1 = id;
         (id, new)
+    }
+
+    /// Every ledger job name met (left-out ones included).
+    fn seen(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
     }
 
     /// The name of an undeclared job's id.
@@ -291,6 +311,9 @@ impl OutputTally {
             return;
         }
         let job = self.job(o.job);
+        if job == IGNORED {
+            return;
+        }
         self.counts[job as usize] += 1;
         let h = out_hash(job, o.output_key);
         let first_run = match self.index.entry(h) {
@@ -434,6 +457,29 @@ impl Auditor {
         }
         a.jobs = jobs;
         a
+    }
+
+    /// `--job`: fold only the ledger rows of these jobs (`name` or `service/name`). With
+    /// manifests, pass only the kept manifest jobs to [`Auditor::new`] and `None` here
+    /// leaves every undeclared job out; without, `Some(names)` keeps those.
+    pub fn only_jobs(&mut self, undeclared: Option<Vec<String>>) {
+        let keep = std::sync::Arc::new(undeclared.unwrap_or_default());
+        self.names.keep = Some(keep.clone());
+        self.outputs.names.keep = Some(keep);
+    }
+
+    /// `--job` names that no ledger row had (meaningful without manifests), each with the
+    /// closest name met.
+    pub fn unmatched_jobs(&self, wanted: &[String]) -> Vec<(String, Option<String>)> {
+        let seen: Vec<&str> = self.names.seen().chain(self.outputs.names.seen()).collect();
+        wanted
+            .iter()
+            .filter(|w| !seen.iter().any(|s| selected(s, std::slice::from_ref(w))))
+            .map(|w| {
+                let close = crate::manifest::load::closest(w, &seen).map(str::to_owned);
+                (w.clone(), close)
+            })
+            .collect()
     }
 
     fn job_id(&mut self, name: &str) -> u32 {
@@ -640,6 +686,9 @@ impl Auditor {
             return;
         }
         let job = self.job_id(e.job);
+        if job == IGNORED {
+            return;
+        }
         self.states[job as usize].rows += 1;
         let slot = self.slot_id(job, e.scheduled_at);
         match e.event {
@@ -711,7 +760,10 @@ impl Auditor {
         OutputTally {
             from: self.opts.from,
             to: self.opts.to,
-            names: JobNames::new(self.names.declared.clone(), self.jobs.len()),
+            names: JobNames {
+                keep: self.names.keep.clone(),
+                ..JobNames::new(self.names.declared.clone(), self.jobs.len())
+            },
             counts: vec![0; self.jobs.len()],
             index: HashMap::default(),
             dups: HashMap::default(),

@@ -69,19 +69,32 @@ pub struct NotEvaluable {
 /// Why manifests could not be loaded.
 #[derive(Debug)]
 pub enum ManifestError {
-    /// Unreadable file: a plain message.
+    /// Unreadable file, unknown `--job`: a plain message.
     Io(String),
     NotEvaluable(NotEvaluable),
 }
 
-/// Reads the manifests and their jobs (`only`: job names to keep; empty keeps all). Fails
-/// when a manifest is not YAML, or a kept, enabled job has a schedule, zone or dialect
-/// the audit cannot read.
+/// Whether `--job` names (`only`; empty keeps all) keep manifest job `j`: by `name` or
+/// `service/name`.
+pub fn kept(j: &AuditJob, only: &[String]) -> bool {
+    only.is_empty()
+        || only.iter().any(|w| {
+            *w == j.name
+                || w.split_once('/')
+                    .is_some_and(|(svc, n)| svc == j.service && n == j.name)
+        })
+}
+
+/// Reads the manifests and their jobs (`only`: `--job` names to keep; empty keeps all).
+/// Fails when a manifest is not YAML, a `--job` name is no manifest job, or a kept,
+/// enabled job has a schedule, zone or dialect the audit cannot read.
 pub fn load_jobs(
     paths: &[PathBuf],
     settings: &Settings,
-    keep: &dyn Fn(&AuditJob) -> bool,
+    only: &[String],
 ) -> Result<Vec<AuditJob>, ManifestError> {
+    let keep = |j: &AuditJob| kept(j, only);
+    let mut all_names: Vec<String> = Vec::new();
     let mut jobs = Vec::new();
     let mut problems = Vec::new();
     let mut blocked_jobs = 0usize;
@@ -130,10 +143,12 @@ pub fn load_jobs(
             continue;
         }
         let service = loaded.manifest.service_name(path);
-        let file_jobs: Vec<AuditJob> = jobs_from_manifest(&loaded, &service)
-            .into_iter()
-            .filter(|j| keep(j))
-            .collect();
+        let every = jobs_from_manifest(&loaded, &service);
+        for j in &every {
+            all_names.push(j.name.clone());
+            all_names.push(format!("{}/{}", j.service, j.name));
+        }
+        let file_jobs: Vec<AuditJob> = every.into_iter().filter(|j| keep(j)).collect();
         let evaluated = file_jobs.iter().any(|j| j.enabled);
         if evaluated && let Some(node) = bad_dialect(&loaded) {
             let before = problems.len();
@@ -187,6 +202,17 @@ pub fn load_jobs(
             }
         }
         jobs.extend(file_jobs);
+    }
+    for w in only.iter().filter(|_| !paths.is_empty()) {
+        if !all_names.iter().any(|n| n == w) {
+            let refs: Vec<&str> = all_names.iter().map(String::as_str).collect();
+            let hint = load::closest(w, &refs)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            return Err(ManifestError::Io(format!(
+                "--job `{w}` is no job of the manifests{hint}"
+            )));
+        }
     }
     if problems.is_empty() {
         return Ok(jobs);

@@ -4,7 +4,8 @@
 
 use super::manifests::{self, ManifestError, NotEvaluable};
 use super::{AuditOptions, AuditResult, Auditor};
-use crate::ledger::read::{self, ReadOptions, Source};
+use crate::ledger::input::STDIN;
+use crate::ledger::read::{self, FileFormat, ReadOptions, Source};
 use crate::ledger::{EventKind, EventRef, RowError, Status, Trigger};
 use jiff::Timestamp;
 use std::path::PathBuf;
@@ -23,6 +24,10 @@ pub struct RunOptions {
     pub progress: bool,
     /// `batchguard.toml` (check severities, `drill_cadence`); the lint of the manifests.
     pub settings: crate::config::Settings,
+    /// `--job`: audit only these jobs (`name` or `service/name`); empty: all.
+    pub jobs: Vec<String>,
+    /// `--ledger-format`: the format of a file source whose name does not tell it.
+    pub ledger_format: Option<FileFormat>,
 }
 
 /// Why the audit could not run (exit 2).
@@ -59,17 +64,38 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
             jiff::tz::TimeZone::get(z).map_err(|e| CannotRun(format!("--assume-tz `{z}`: {e}")))?,
         ),
     };
-    let jobs = match manifests::load_jobs(&o.manifests, &o.settings, &|_| true) {
+    let mut manifest_paths = Vec::new();
+    for p in &o.manifests {
+        manifest_paths.extend(manifests::discover(p).map_err(AuditError::CannotRun)?);
+    }
+    let jobs = match manifests::load_jobs(&manifest_paths, &o.settings, &o.jobs) {
         Ok(jobs) => jobs,
         Err(ManifestError::Io(m)) => return Err(AuditError::CannotRun(m)),
         Err(ManifestError::NotEvaluable(e)) => return Err(AuditError::Manifest(Box::new(e))),
     };
-    let ledger = Source::parse(&o.ledger).map_err(|e| CannotRun(e.0))?;
-    // A database ledger holds its outputs table too; a file ledger needs --outputs.
+    let ledger = Source::parse_as(&o.ledger, o.ledger_format).map_err(|e| CannotRun(e.0))?;
+    if o.ledger == STDIN && o.outputs.as_deref() == Some(STDIN) {
+        return Err(AuditError::CannotRun(
+            "--ledger - and --outputs - cannot both read standard input".into(),
+        ));
+    }
+    // A database ledger holds its outputs table too (when it has one: else the output
+    // checks are skipped, as without --outputs); a file ledger needs --outputs.
+    let mut outputs_absent = None;
     let outputs = match &o.outputs {
-        Some(s) => Some(Source::parse(s).map_err(|e| CannotRun(e.0))?),
+        Some(s) => Some(Source::parse_as(s, o.ledger_format).map_err(|e| CannotRun(e.0))?),
         None => match &ledger {
-            Source::Sqlite(_) | Source::Postgres { .. } => Some(ledger.clone()),
+            Source::Sqlite(_) | Source::Postgres { .. } => {
+                if read::has_outputs_table(&ledger).map_err(|e| CannotRun(e.0))? == Some(false) {
+                    outputs_absent = Some(format!(
+                        "{} has no outputs table: applied outputs cannot be checked (give --outputs SOURCE)",
+                        ledger.display()
+                    ));
+                    None
+                } else {
+                    Some(ledger.clone())
+                }
+            }
             _ => None,
         },
     };
@@ -87,6 +113,10 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     };
     let ropts = ReadOptions { assume_tz };
     let mut auditor = Auditor::new(jobs, opts);
+    if !o.jobs.is_empty() {
+        // With manifests the kept jobs are the declared ones; without, the names filter.
+        auditor.only_jobs((o.manifests.is_empty()).then(|| o.jobs.clone()));
+    }
     let bar = o.progress.then(|| {
         let pb = indicatif::ProgressBar::new_spinner();
         pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -176,6 +206,19 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
         (ev, out)
     });
     ev_res?;
+    if o.manifests.is_empty() && !o.jobs.is_empty() {
+        let unmatched = auditor.unmatched_jobs(&o.jobs);
+        if let Some((w, close)) = unmatched.first() {
+            let hint = close
+                .as_ref()
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            return Err(AuditError::CannotRun(format!(
+                "--job `{w}` has no row in {}{hint}",
+                ledger.display()
+            )));
+        }
+    }
     let (accepted, rejected) = auditor.event_rows();
     if accepted == 0 && rejected > 0 {
         let mut msg = format!(
@@ -200,7 +243,14 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     if let Some(b) = &bar {
         b.set_message("checking");
     }
-    let result = auditor.finish();
+    let mut result = auditor.finish();
+    if let Some(why) = outputs_absent {
+        for s in &mut result.skipped {
+            if s.codes.contains(&"AU201") {
+                s.reason = why.clone();
+            }
+        }
+    }
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -301,6 +351,11 @@ fn estimate_rows(src: &Source) -> Option<usize> {
         Source::Csv(p) | Source::Jsonl(p) => p,
         _ => return None,
     };
+    // Only a regular file can be opened twice: a pipe or standard input would lose the
+    // rows this sizing read takes.
+    if crate::ledger::input::is_stdin(path) || !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
     let mut f = std::fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     let mut head = vec![0u8; 256 * 1024];
@@ -313,6 +368,9 @@ fn estimate_rows(src: &Source) -> Option<usize> {
         }
     }
     let head = &head[..got];
+    if crate::ledger::input::Compression::sniff(head) != crate::ledger::input::Compression::None {
+        return None;
+    }
     let first = head.iter().position(|&b| b == b'\n')? + 1;
     let last = head.iter().rposition(|&b| b == b'\n')? + 1;
     let lines = head[first..last].iter().filter(|&&b| b == b'\n').count();
