@@ -132,6 +132,10 @@ pub struct AuditArgs {
     /// Audit only this job, `name` or `service/name` (repeatable).
     #[arg(long = "job")]
     pub jobs: Vec<String>,
+    /// Config file: check severities in [rules], thresholds.drill_cadence (default:
+    /// batchguard.toml found by walking up from the current directory).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Directory the manifests' snapshot.path templates are relative to (AU202-AU204).
     #[arg(long)]
     pub snapshots: Option<PathBuf>,

@@ -158,7 +158,12 @@ fn graph_cmd(args: GraphArgs) -> ExitCode {
 
 fn audit_cmd(args: AuditArgs) -> ExitCode {
     use batchguard::audit::run::{AuditError, RunOptions, run};
+    let settings = match settings_for(args.config, &[std::path::PathBuf::from(".")]) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let opts = RunOptions {
+        settings,
         ledger: args.ledger,
         outputs: args.outputs,
         manifests: args.manifests,

@@ -540,3 +540,90 @@ fn a_postgres_ledger_without_its_outputs_table_skips_au201() {
             .expect("drop");
     });
 }
+
+// ---- batchguard.toml applies to audit ----
+
+fn codes(out: &std::process::Output) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}",
+                f["code"].as_str().unwrap_or(""),
+                f["severity"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn config_found_from_the_current_directory_sets_check_severities() {
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &manifest(""));
+    // Every slot ends 15 minutes late: over max_latency 10m, AU106 (a warning).
+    let l = d.write("events.csv", &clean_events(15));
+    let run = |toml: Option<&str>| {
+        let _ = std::fs::remove_file(d.path().join("batchguard.toml"));
+        if let Some(t) = toml {
+            d.write("batchguard.toml", t);
+        }
+        audit(&l, &m)
+            .current_dir(d.path())
+            .args(["--format", "json"])
+            .output()
+            .expect("runs")
+    };
+    let out = run(None);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(codes(&out), ["AU106 warning"; 3]);
+    let out = run(Some("[rules]\nAU106 = \"off\"\n"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(codes(&out).is_empty(), "{:?}", codes(&out));
+    let out = run(Some("[rules]\nlatency-breach = \"error\"\n"));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(codes(&out), ["AU106 error"; 3]);
+    // --config names the file explicitly, wherever the audit runs.
+    let cfg = d.write("conf/strict.toml", "[rules]\nAU106 = \"error\"\n");
+    let _ = std::fs::remove_file(d.path().join("batchguard.toml"));
+    let out = audit(&l, &m)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--format", "json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_rule_set_by_code_and_by_name_is_a_located_config_error() {
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &manifest(""));
+    let l = d.write("events.csv", &clean_events(5));
+    d.write(
+        "batchguard.toml",
+        "[rules]\nAU106 = \"off\"\nlatency-breach = \"error\"\n",
+    );
+    let out = audit(&l, &m).current_dir(d.path()).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("sets AU106 twice"), "{err}");
+    assert!(err.contains("batchguard.toml:3:1"), "{err}");
+    // The same check guards lint.
+    d.write(
+        "batchguard.toml",
+        "[rules]\nlock-ttl-too-long = \"off\"\nBG203 = \"warning\"\n",
+    );
+    let mut c = Command::cargo_bin("batchguard").expect("binary");
+    let out = c
+        .current_dir(d.path())
+        .args(["lint", "svc.batchguard.yaml"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("sets BG203 twice"), "{err}");
+    assert!(err.contains("batchguard.toml:3:1"), "{err}");
+}

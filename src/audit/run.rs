@@ -244,6 +244,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
         b.set_message("checking");
     }
     let mut result = auditor.finish();
+    apply_severities(&mut result, &o.settings);
     if let Some(why) = outputs_absent {
         for s in &mut result.skipped {
             if s.codes.contains(&"AU201") {
@@ -255,6 +256,19 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
         b.finish_and_clear();
     }
     Ok(result)
+}
+
+/// `[rules]` of `batchguard.toml`: a check set to `off` reports nothing, `warning` and
+/// `error` change its severity (and so the exit code under `--fail-on`).
+fn apply_severities(r: &mut AuditResult, settings: &crate::config::Settings) {
+    r.findings
+        .retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
+            Some(sev) => {
+                f.severity = sev;
+                true
+            }
+            None => false,
+        });
 }
 
 /// Rows per batch handed from the events reader to the fold.
