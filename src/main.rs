@@ -177,7 +177,6 @@ fn audit_cmd(args: AuditArgs) -> ExitCode {
             LedgerFormat::Csv => batchguard::ledger::read::FileFormat::Csv,
             LedgerFormat::Jsonl => batchguard::ledger::read::FileFormat::Jsonl,
         }),
-        ..Default::default()
     };
     let result = match run(&opts) {
         Ok(r) => r,
