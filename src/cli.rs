@@ -139,9 +139,10 @@ pub struct AuditArgs {
     /// Directory the manifests' snapshot.path templates are relative to (AU202-AU204).
     #[arg(long)]
     pub snapshots: Option<PathBuf>,
-    /// Window start (inclusive), RFC 3339: slots are selected by scheduled_at.
-    #[arg(long, value_parser = parse_timestamp)]
-    pub from: jiff::Timestamp,
+    /// Window start (inclusive), RFC 3339: slots are selected by scheduled_at. Its offset
+    /// is the report's zone unless --timezone says otherwise.
+    #[arg(long, value_parser = parse_window_start)]
+    pub from: WindowStart,
     /// Window end (exclusive), RFC 3339.
     #[arg(long, value_parser = parse_timestamp)]
     pub to: jiff::Timestamp,
@@ -156,6 +157,31 @@ pub struct AuditArgs {
     /// IANA zone for ledger timestamps written without an offset (refused otherwise).
     #[arg(long)]
     pub assume_tz: Option<String>,
+    /// IANA zone every time of the report is shown in, days counted in (default: the
+    /// offset of --from; UTC for `Z`). JSON keeps RFC 3339 instants.
+    #[arg(long)]
+    pub timezone: Option<String>,
+}
+
+/// `--from` with the offset it was written with.
+#[derive(Clone, Debug)]
+pub struct WindowStart {
+    pub at: jiff::Timestamp,
+    /// `None` for `Z`.
+    pub offset: Option<jiff::tz::Offset>,
+}
+
+fn parse_window_start(s: &str) -> Result<WindowStart, String> {
+    use jiff::fmt::temporal::{Pieces, PiecesOffset};
+    let at = parse_timestamp(s)?;
+    let offset = Pieces::parse(s)
+        .ok()
+        .and_then(|p| p.offset())
+        .and_then(|o| match o {
+            PiecesOffset::Numeric(n) => Some(n.offset()),
+            _ => None,
+        });
+    Ok(WindowStart { at, offset })
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -627,3 +627,146 @@ fn a_rule_set_by_code_and_by_name_is_a_located_config_error() {
     assert!(err.contains("sets BG203 twice"), "{err}");
     assert!(err.contains("batchguard.toml:3:1"), "{err}");
 }
+
+// ---- one clock per report ----
+
+fn demo(args: &[&str]) -> std::process::Output {
+    let mut c = Command::cargo_bin("batchguard").expect("binary");
+    c.args([
+        "audit",
+        "--ledger",
+        "fixtures/demo/events.csv",
+        "--outputs",
+        "fixtures/demo/outputs.csv",
+        "--manifest",
+        "fixtures/demo/billing.batchguard.yaml",
+        "--from",
+        "2026-03-01T00:00:00+09:00",
+        "--to",
+        "2026-03-03T00:00:00+09:00",
+    ])
+    .args(args)
+    .output()
+    .expect("runs")
+}
+
+#[test]
+fn a_seoul_window_has_seoul_days_and_times() {
+    let html = text(&demo(&["--format", "html"]).stdout);
+    assert!(html.contains("<title>2026-03-01: "), "no 03-01 bucket");
+    assert!(!html.contains("<title>2026-02-28: "), "a UTC day leaked in");
+    assert!(html.contains("times and days in +09:00"));
+    let pretty = text(&demo(&[]).stdout);
+    let head = pretty.lines().next().unwrap_or("");
+    assert_eq!(
+        head,
+        "batchguard audit 2026-03-01T00:00:00+09:00 .. 2026-03-03T00:00:00+09:00 (times in +09:00)"
+    );
+    let md = text(&demo(&["--format", "markdown"]).stdout);
+    assert!(
+        md.starts_with("# Batch audit: 2026-03-01T00:00:00+09:00 to 2026-03-03T00:00:00+09:00")
+    );
+    assert!(md.contains("| 2026-03-01T05:00:00+09:00 |"), "{md}");
+    // --timezone overrides, for the day buckets too; JSON keeps its instants.
+    let html = text(&demo(&["--format", "html", "--timezone", "UTC"]).stdout);
+    assert!(html.contains("<title>2026-02-28: "));
+    let pretty = text(&demo(&["--timezone", "UTC"]).stdout);
+    assert!(
+        pretty.contains("slot 2026-02-28T20:00:00+00:00"),
+        "{pretty}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&demo(&["--format", "json"]).stdout).expect("json");
+    assert_eq!(v["window"]["from"], "2026-02-28T15:00:00Z");
+    let out = demo(&["--timezone", "Asia/Soeul"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("did you mean `Asia/Seoul`?"));
+}
+
+#[test]
+fn percentiles_are_rounded_to_the_unit_shown() {
+    let d = Dir::new();
+    let m = d.write("svc.batchguard.yaml", &manifest("").replace("10m", "15m"));
+    // Runs start at :00:01 and end at :05:00: 299 s long, ended 300 s after the slot.
+    let l = d.write("events.csv", &clean_events(5));
+    let out = audit(&l, &m).output().expect("runs");
+    let shown = text(&out.stdout);
+    let row = shown
+        .lines()
+        .find(|l| l.starts_with("hourly"))
+        .unwrap_or_default();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[cols.len() - 3..], ["5m00s", "4m59s", "0"], "{row}");
+    let html = text(
+        &audit(&l, &m)
+            .args(["--format", "html"])
+            .output()
+            .expect("runs")
+            .stdout,
+    );
+    assert!(html.contains(">p95 5m00s</text>"), "{html}");
+}
+
+#[test]
+fn html_labels_fit_and_code_spans_are_code() {
+    let html = text(&demo(&["--format", "html"]).stdout);
+    for part in html.split("<text ").skip(1) {
+        let Some(body) = part.split('>').nth(1) else {
+            continue;
+        };
+        let label = body.split('<').next().unwrap_or("");
+        if !label.starts_with("p95") {
+            continue;
+        }
+        let x: f64 = part
+            .split("x=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .and_then(|n| n.parse().ok())
+            .expect("x");
+        let fits = if part.contains("text-anchor=\"end\"") {
+            x - label.len() as f64 * 6.5 >= 0.0
+        } else {
+            x + label.len() as f64 * 6.5 <= 1000.0
+        };
+        assert!(fits, "p95 label at {x} clipped: {label}");
+    }
+    assert!(html.contains("<code>settle-payments</code>"));
+    let body = html.split("<body>").nth(1).unwrap_or("");
+    assert!(!body.contains('`'), "raw backticks in the HTML");
+}
+
+#[test]
+fn markdown_parses_with_balanced_code_spans_and_whole_tables() {
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    let md = text(&demo(&["--format", "markdown"]).stdout);
+    let mut in_code_block = false;
+    let mut cells = 0usize;
+    let mut widths: Vec<usize> = Vec::new();
+    let mut tables = 0;
+    for ev in Parser::new_ext(&md, Options::ENABLE_TABLES) {
+        match ev {
+            Event::Text(t) if !in_code_block => {
+                assert!(!t.contains('`'), "a code span broke: {t:?}");
+            }
+            Event::Start(Tag::CodeBlock(_)) => in_code_block = true,
+            Event::End(TagEnd::CodeBlock) => in_code_block = false,
+            Event::Start(Tag::Table(aligns)) => {
+                tables += 1;
+                widths.clear();
+                widths.push(aligns.len());
+            }
+            Event::Start(Tag::TableHead | Tag::TableRow) => cells = 0,
+            Event::Start(Tag::TableCell) => cells += 1,
+            Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
+                assert_eq!(Some(&cells), widths.first(), "a table row lost its cells");
+            }
+            _ => {}
+        }
+    }
+    assert!(tables >= 3, "{md}");
+    assert!(
+        md.contains("- `fixtures/demo/events.csv:22`: column `scheduled_at`: "),
+        "{md}"
+    );
+}

@@ -380,6 +380,8 @@ pub struct Auditor {
     digests: HashMap<u32, String, Fast>,
     input: InputCounts,
     row_errors: Vec<RowError>,
+    /// The one zone the report shows times in (`None`: each job's own, days in UTC).
+    report_tz: Option<jiff::tz::TimeZone>,
 }
 
 const EXEC_CHUNK: usize = 1 << 16;
@@ -436,6 +438,7 @@ impl Auditor {
             digests: HashMap::default(),
             input: InputCounts::default(),
             row_errors: Vec::new(),
+            report_tz: None,
             jobs: Vec::new(),
         };
         // Every manifest job has a state, so its expected slots are checked even when the
@@ -457,6 +460,11 @@ impl Auditor {
         }
         a.jobs = jobs;
         a
+    }
+
+    /// Shows every time of the findings, and buckets the per-day counts, in `tz`.
+    pub fn report_zone(&mut self, tz: jiff::tz::TimeZone) {
+        self.report_tz = Some(tz);
     }
 
     /// `--job`: fold only the ledger rows of these jobs (`name` or `service/name`). With
@@ -969,12 +977,12 @@ impl Auditor {
                     if !has_start {
                         m.missed += 1;
                         let t = ts(at);
-                        bump_day(&mut per_day, t, true);
+                        bump_day(&mut per_day, t, true, self.report_tz.as_ref());
                         findings.push(checks::finding(
                             "AU101",
                             format!(
                                 "slot {} of `{}` has no `start`: the run never happened",
-                                slot_text(t, mj.as_ref()),
+                                slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
                                 display
                             ),
                             &display,
@@ -1047,7 +1055,7 @@ impl Auditor {
                             format!(
                                 "run `{}` of `{display}` (slot {}) has an `end` but no `start`",
                                 self.run_name(x),
-                                slot_text(t, mj.as_ref())
+                                slot_text(t, mj.as_ref(), self.report_tz.as_ref())
                             ),
                             &display,
                             Some(t),
@@ -1061,7 +1069,7 @@ impl Auditor {
                                 format!(
                                     "run `{}` of `{display}` (slot {}) started at {} and never reported an `end`",
                                     self.run_name(x),
-                                    slot_text(t, mj.as_ref()),
+                                    slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
                                     ts(e.start)
                                 ),
                                 &display,
@@ -1081,7 +1089,7 @@ impl Auditor {
                                 format!(
                                     "run `{}` of `{display}` (slot {}) ran {}, longer than lock.ttl {}: another instance could have taken the lock",
                                     self.run_name(x),
-                                    slot_text(t, mj.as_ref()),
+                                    slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
                                     human(d),
                                     human(ttl)
                                 ),
@@ -1125,13 +1133,13 @@ impl Auditor {
                     if counts_expected || !with_manifest || !declared {
                         m.duplicated += 1;
                     }
-                    bump_day(&mut per_day, t, false);
+                    bump_day(&mut per_day, t, false, self.report_tz.as_ref());
                     let names: Vec<String> = dup_runs.iter().map(|&x| self.run_name(x)).collect();
                     findings.push(checks::finding(
                         "AU102",
                         format!(
                             "slot {} of `{display}` was executed {} times ({}): a second execution started while another was active or after one had succeeded",
-                            slot_text(t, mj.as_ref()),
+                            slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
                             dup_runs.len(),
                             names.join(", ")
                         ),
@@ -1168,7 +1176,7 @@ impl Auditor {
                             "AU108",
                             format!(
                                 "`{display}` ran for {} ({}), which is not a slot of its schedule `{}` in {}",
-                                slot_text(t, Some(j)),
+                                slot_text(t, Some(j), self.report_tz.as_ref()),
                                 t,
                                 j.schedule.as_ref().map(|s| s.expr()).unwrap_or(""),
                                 j.tz_name
@@ -1192,7 +1200,7 @@ impl Auditor {
                             "AU109",
                             format!(
                                 "slot {} of `{display}` reached attempt {hi}, above retry.max_attempts {max}",
-                                slot_text(t, Some(j))
+                                slot_text(t, Some(j), self.report_tz.as_ref())
                             ),
                             &display,
                             Some(t),
@@ -1221,7 +1229,7 @@ impl Auditor {
                         "AU110",
                         format!(
                             "slot {} of `{display}` was retried after run `{}` failed with a fatal error code (retry.fatal): the input should have gone to the dead letter",
-                            slot_text(t, Some(j)),
+                            slot_text(t, Some(j), self.report_tz.as_ref()),
                             self.run_name(y)
                         ),
                         &display,
@@ -1239,7 +1247,7 @@ impl Auditor {
                         "AU111",
                         format!(
                             "slot {} of `{display}` was started ({}) but never succeeded",
-                            slot_text(t, Some(j)),
+                            slot_text(t, Some(j), self.report_tz.as_ref()),
                             crate::report::plural(started.len(), "execution")
                         ),
                         &display,
@@ -1261,7 +1269,7 @@ impl Auditor {
                             "AU106",
                             format!(
                                 "slot {} of `{display}` first succeeded {} after its scheduled time, over alerts.max_latency {}",
-                                slot_text(t, Some(j)),
+                                slot_text(t, Some(j), self.report_tz.as_ref()),
                                 human(latency),
                                 human(max as i64 * 1000)
                             ),
@@ -1304,7 +1312,7 @@ impl Auditor {
                                     "AU203",
                                     format!(
                                         "slot {} of `{display}` is inside snapshot.retention but has no snapshot file `{path}`",
-                                        slot_text(t, Some(j))
+                                        slot_text(t, Some(j), self.report_tz.as_ref())
                                     ),
                                     &display,
                                     Some(t),
@@ -1317,7 +1325,7 @@ impl Auditor {
                                 "AU203",
                                 format!(
                                     "slot {} of `{display}`: snapshot path refused: {why}",
-                                    slot_text(t, Some(j))
+                                    slot_text(t, Some(j), self.report_tz.as_ref())
                                 ),
                                 &display,
                                 Some(t),
@@ -1336,7 +1344,7 @@ impl Auditor {
                                     "AU204",
                                     format!(
                                         "snapshot `{path}` of slot {} of `{display}` is {actual}, but the `start` recorded {}",
-                                        slot_text(t, Some(j)),
+                                        slot_text(t, Some(j), self.report_tz.as_ref()),
                                         digest.as_deref().unwrap_or("?")
                                     ),
                                     &display,
@@ -1350,7 +1358,7 @@ impl Auditor {
                                     "AU202",
                                     format!(
                                         "{missing_count} record(s) of the snapshot of slot {} of `{display}` have no output",
-                                        slot_text(t, Some(j))
+                                        slot_text(t, Some(j), self.report_tz.as_ref())
                                     ),
                                     &display,
                                     Some(t),
@@ -1495,6 +1503,7 @@ impl Auditor {
             totals: t,
             skipped,
             per_day: per_day.into_iter().map(|(d, (a, b))| (d, a, b)).collect(),
+            tz: self.report_tz.clone().unwrap_or(jiff::tz::TimeZone::UTC),
         }
     }
 
@@ -1604,12 +1613,20 @@ fn ts(ms: i64) -> Timestamp {
     Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
+/// Counts a missed (or duplicated) slot on its day in the report's zone (UTC without one).
 fn bump_day(
     per_day: &mut std::collections::BTreeMap<String, (u64, u64)>,
     t: Timestamp,
     missed: bool,
+    tz: Option<&jiff::tz::TimeZone>,
 ) {
-    let day = t.strftime("%Y-%m-%d").to_string();
+    let day = match tz {
+        Some(tz) => t
+            .to_zoned_datetime(tz.clone())
+            .strftime("%Y-%m-%d")
+            .to_string(),
+        None => t.strftime("%Y-%m-%d").to_string(),
+    };
     let e = per_day.entry(day).or_default();
     if missed {
         e.0 += 1;
@@ -1618,24 +1635,28 @@ fn bump_day(
     }
 }
 
-/// A slot as the job's zone shows it: `2026-03-01T02:00:00+09:00`.
-fn slot_text(t: Timestamp, j: Option<&AuditJob>) -> String {
-    match j {
-        Some(j) => crate::schedule::format_slot(t, &j.tz),
-        None => t.to_string(),
+/// A slot as the report's zone shows it (`2026-03-01T02:00:00+09:00`), else the job's.
+fn slot_text(t: Timestamp, j: Option<&AuditJob>, report: Option<&jiff::tz::TimeZone>) -> String {
+    match (report, j) {
+        (Some(tz), _) => crate::schedule::format_slot(t, tz),
+        (None, Some(j)) => crate::schedule::format_slot(t, &j.tz),
+        (None, None) => t.to_string(),
     }
 }
 
 /// `1h02m03s`-style length of a millisecond duration.
+/// Under 10 s with a fraction: tenths (`4.2s`); else rounded to the whole second shown,
+/// never truncated (299 999 ms is `5m00s`).
 pub(crate) fn human(ms: i64) -> String {
-    let s = ms / 1000;
+    if ms % 1000 != 0 && ms.abs() < 9_950 {
+        return format!("{:.1}s", ms as f64 / 1000.0);
+    }
+    let s = (ms as f64 / 1000.0).round() as i64;
     let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
     if h > 0 {
         format!("{h}h{m:02}m{sec:02}s")
     } else if m > 0 {
         format!("{m}m{sec:02}s")
-    } else if ms % 1000 != 0 && s < 10 {
-        format!("{:.1}s", ms as f64 / 1000.0)
     } else {
         format!("{sec}s")
     }

@@ -28,6 +28,11 @@ pub struct RunOptions {
     pub jobs: Vec<String>,
     /// `--ledger-format`: the format of a file source whose name does not tell it.
     pub ledger_format: Option<FileFormat>,
+    /// `--timezone`: the zone the report shows times in.
+    pub timezone: Option<String>,
+    /// The offset `--from` was written with (`None` for `Z`): the report's zone without
+    /// `--timezone`.
+    pub from_offset: Option<jiff::tz::Offset>,
 }
 
 /// Why the audit could not run (exit 2).
@@ -63,6 +68,18 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
         Some(z) => Some(
             jiff::tz::TimeZone::get(z).map_err(|e| CannotRun(format!("--assume-tz `{z}`: {e}")))?,
         ),
+    };
+    let report_tz = match (&o.timezone, o.from_offset) {
+        (Some(z), _) => jiff::tz::TimeZone::get(z).map_err(|_| {
+            let hint = crate::lint::rules::bg105_unknown_timezone::suggest(z)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            AuditError::CannotRun(format!(
+                "--timezone `{z}` is not an IANA time zone name{hint}"
+            ))
+        })?,
+        (None, Some(off)) => jiff::tz::TimeZone::fixed(off),
+        (None, None) => jiff::tz::TimeZone::UTC,
     };
     let mut manifest_paths = Vec::new();
     for p in &o.manifests {
@@ -113,6 +130,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     };
     let ropts = ReadOptions { assume_tz };
     let mut auditor = Auditor::new(jobs, opts);
+    auditor.report_zone(report_tz);
     if !o.jobs.is_empty() {
         // With manifests the kept jobs are the declared ones; without, the names filter.
         auditor.only_jobs((o.manifests.is_empty()).then(|| o.jobs.clone()));

@@ -118,10 +118,11 @@ pub fn render(r: &AuditResult, color: bool) -> String {
         }
     };
     let mut out = format!(
-        "{} {} .. {}\n{} rows read, {} rejected, {} outside the window\n\n",
+        "{} {} .. {} (times in {})\n{} rows read, {} rejected, {} outside the window\n\n",
         paint("1", "batchguard audit"),
-        r.from,
-        r.to,
+        r.when(r.from),
+        r.when(r.to),
+        r.zone_name(),
         r.input.rows_read,
         r.input.rows_rejected,
         r.input.rows_outside_window
