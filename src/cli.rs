@@ -229,6 +229,11 @@ pub enum SchemaKind {
 }
 
 fn parse_timestamp(s: &str) -> Result<jiff::Timestamp, String> {
-    s.parse::<jiff::Timestamp>()
-        .map_err(|e| format!("not an RFC 3339 instant with an offset (2026-03-01T02:00:00Z): {e}"))
+    s.parse::<jiff::Timestamp>().map_err(|e| {
+        if crate::ledger::time::has_offset_shape(s.trim()) {
+            crate::ledger::time::out_of_range(s.trim(), &e)
+        } else {
+            format!("not an RFC 3339 instant with an offset (2026-03-01T02:00:00Z): {e}")
+        }
+    })
 }

@@ -158,7 +158,7 @@ impl Settings {
 /// A config problem, with the span in the file when there is one (rendered by miette).
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[error("{message}")]
-#[diagnostic(code(batchguard::config))]
+#[diagnostic()]
 pub struct ConfigError {
     pub message: String,
     #[source_code]

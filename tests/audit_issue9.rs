@@ -770,3 +770,94 @@ fn markdown_parses_with_balanced_code_spans_and_whole_tables() {
         "{md}"
     );
 }
+
+// ---- exit-2 messages a newcomer understands ----
+
+/// Each way the audit cannot run, in a folder of its own with relative paths, so the
+/// messages are stable: stderr of each, separated by the command.
+#[test]
+fn exit_2_messages() {
+    let d = Dir::new();
+    d.write(
+        "typo.batchguard.yaml",
+        &manifest("").replace("timezone: UTC", "timezone: Asia/Soeul"),
+    );
+    d.write("svc.batchguard.yaml", &manifest(""));
+    d.write("events.csv", &clean_events(5));
+    d.write(
+        "no-offsets.csv",
+        &clean_events(5).replace(":00:00Z,", ":00:00,"),
+    );
+    d.write(
+        "unclosed.csv",
+        &format!(
+            "{HEADER}r1,hourly,\"2026-03-01T00:00:00Z,start,2026-03-01T00:00:01Z,pod-a,1,,,,\n"
+        ),
+    );
+    d.write("empty.db", "");
+    d.write(
+        "twice.toml",
+        "[rules]\nAU106 = \"off\"\nlatency-breach = \"error\"\n",
+    );
+    let cases: &[&[&str]] = &[
+        &[
+            "--ledger",
+            "events.csv",
+            "--manifest",
+            "typo.batchguard.yaml",
+        ],
+        &[
+            "--ledger",
+            "no-offsets.csv",
+            "--manifest",
+            "svc.batchguard.yaml",
+        ],
+        &["--ledger", "unclosed.csv"],
+        &["--ledger", "events.csv", "--from", "2026-02-29T00:00:00Z"],
+        &["--ledger", "events.csv", "--to", "9999-12-31T23:59:59Z"],
+        &["--ledger", "sqlite:nope.db"],
+        &[
+            "--ledger",
+            "events.csv",
+            "--manifest",
+            "svc.batchguard.yaml",
+            "--job",
+            "hourlly",
+        ],
+        &["--ledger", "events.csv", "--timezone", "Asia/Soeul"],
+        &["--ledger", "events.csv", "--config", "twice.toml"],
+        &["--ledger", "-"],
+        &["--ledger", "events.txt"],
+    ];
+    let mut all = String::new();
+    for args in cases {
+        let mut c = Command::cargo_bin("batchguard").expect("binary");
+        c.current_dir(d.path())
+            .env("NO_COLOR", "1")
+            .arg("audit")
+            .args(*args);
+        if !args.contains(&"--from") {
+            c.args(["--from", FROM]);
+        }
+        if !args.contains(&"--to") {
+            c.args(["--to", TO]);
+        }
+        let out = c.write_stdin("").output().expect("runs");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stdout)
+        );
+        let err = text(&out.stderr);
+        for bad in [
+            "batchguard::",
+            " at line ",
+            "sqlite:nope.db: sqlite:nope.db",
+        ] {
+            assert!(!err.contains(bad), "{args:?}: {err}");
+        }
+        all.push_str(&format!("$ audit {}\n{err}\n", args.join(" ")));
+    }
+    insta::assert_snapshot!(all);
+}

@@ -1070,7 +1070,7 @@ impl Auditor {
                                     "run `{}` of `{display}` (slot {}) started at {} and never reported an `end`",
                                     self.run_name(x),
                                     slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
-                                    ts(e.start)
+                                    slot_text(ts(e.start), mj.as_ref(), self.report_tz.as_ref())
                                 ),
                                 &display,
                                 Some(t),

@@ -219,8 +219,9 @@ pub fn load_jobs(
     }
     Err(ManifestError::NotEvaluable(NotEvaluable {
         message: format!(
-            "the audit cannot evaluate {blocked_jobs} manifest job{}: without a schedule it can read, their missed runs would go unreported; fix the manifest (`batchguard lint` checks it)",
-            if blocked_jobs == 1 { "" } else { "s" }
+            "the audit cannot evaluate {blocked_jobs} manifest job{}: without a schedule it can read, {} missed runs would go unreported; fix the manifest (`batchguard lint` checks it)",
+            if blocked_jobs == 1 { "" } else { "s" },
+            if blocked_jobs == 1 { "its" } else { "their" }
         ),
         problems,
     }))

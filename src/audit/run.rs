@@ -56,6 +56,16 @@ impl From<CannotRun> for AuditError {
     }
 }
 
+/// A source error that names its source once: readers' messages mostly do already.
+fn named(src: &Source, message: String) -> String {
+    let shown = src.display();
+    if message.contains(&shown) {
+        message
+    } else {
+        format!("cannot read {shown}: {message}")
+    }
+}
+
 /// How many rejected rows an exit-2 "nothing could be read" message quotes.
 const FIRST_REASONS: usize = 5;
 
@@ -166,7 +176,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
                     cell.borrow_mut().row_error(e)
                 })
                 .map(|_| cell.into_inner())
-                .map_err(|e| CannotRun(format!("cannot read {}: {}", src.display(), e.0)))
+                .map_err(|e| CannotRun(named(src, e.0)))
             })
         });
         let (tx, rx) = std::sync::mpsc::sync_channel::<EventBatch>(8);
@@ -194,7 +204,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
             if !rest.rows.is_empty() || !rest.errors.is_empty() {
                 let _ = tx.send(rest);
             }
-            r.map_err(|e| CannotRun(format!("cannot read {}: {}", ledger.display(), e.0)))
+            r.map_err(|e| CannotRun(named(ledger, e.0)))
         });
         let mut n = 0u64;
         for mut b in rx {

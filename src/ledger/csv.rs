@@ -88,6 +88,19 @@ pub(crate) fn read_fields<R: LedgerRow>(
         }
         rows += 1;
         let line = rec.position().map_or(rows + 1, |p| p.line() + crlf);
+        // A short record with a field holding a comma or a line break is an unclosed quote
+        // (the field ran on over the row's other values): say so, rather than blaming the
+        // columns it swallowed.
+        if rec.len() < headers.len() && rec.iter().any(|f| f.contains(&b',') || f.contains(&b'\n'))
+        {
+            on_error(row_error(
+                &name,
+                line,
+                None,
+                "malformed CSV: a `\"` opens a quoted field that is never closed, so the rest of the row is read as one value".into(),
+            ));
+            continue;
+        }
         let mut fields: [Option<&str>; MAX_COLUMNS] = [None; MAX_COLUMNS];
         let mut bad = None;
         // One UTF-8 check for the whole record; a field is then a checked sub-slice

@@ -42,8 +42,10 @@ impl Compression {
     }
 }
 
-/// Buffer between the source and the decompressor (or the parser).
-const BUF: usize = 1 << 20;
+/// Buffer for sniffing and for the decompressors. Small on purpose: the parsers keep their
+/// own large buffers, and `BufReader` hands reads at least this large straight through, so
+/// a plain file is not copied twice.
+const BUF: usize = 64 * 1024;
 
 /// Opens `path` (or standard input for `-`) for one streaming read, decompressing gzip
 /// and zstd. Named pipes and process substitutions (`<(…)`) are opened once and read once.

@@ -121,7 +121,9 @@ pub(crate) fn read_sqlite<R: LedgerRow>(
     } else {
         DEFAULT_OUTPUTS_TABLE
     };
-    let fail = |what: &str, e: sqlx::Error| SourceError(format!("{shown}: {what}: {e}"));
+    let fail = |what: &str, e: sqlx::Error| {
+        SourceError(format!("{shown}: {what}: {}", plain(e.to_string())))
+    };
     runtime()?.block_on(async {
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -171,7 +173,9 @@ pub(crate) fn sqlite_has_table(path: &Path, table: &str) -> Result<bool, SourceE
     if !path.is_file() {
         return Err(SourceError(format!("{shown}: no such database file")));
     }
-    let fail = |what: &str, e: sqlx::Error| SourceError(format!("{shown}: {what}: {e}"));
+    let fail = |what: &str, e: sqlx::Error| {
+        SourceError(format!("{shown}: {what}: {}", plain(e.to_string())))
+    };
     runtime()?.block_on(async {
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -198,7 +202,7 @@ pub(crate) fn postgres_has_table(url: &str, table: &str) -> Result<bool, SourceE
         None => m,
     };
     let fail = |what: &str, e: sqlx::Error| {
-        SourceError(format!("{shown}: {what}: {}", scrub(e.to_string())))
+        SourceError(format!("{shown}: {what}: {}", plain(scrub(e.to_string()))))
     };
     let options = PgConnectOptions::from_str(url).map_err(|e| fail("bad DSN", e))?;
     runtime()?.block_on(async {
@@ -221,6 +225,21 @@ pub(crate) fn postgres_has_table(url: &str, table: &str) -> Result<bool, SourceE
             .map_err(|e| fail("cannot look up the table", e))?;
         Ok(found.0)
     })
+}
+
+/// A driver message without the driver's internals: sqlx's "error returned from
+/// database: " prefix and the server source position (" at line 948") are noise to a user.
+fn plain(m: String) -> String {
+    let m = m
+        .strip_prefix("error returned from database: ")
+        .map(str::to_owned)
+        .unwrap_or(m);
+    match m.rfind(" at line ") {
+        Some(i) if m[i + 9..].chars().all(|c| c.is_ascii_digit()) && m.len() > i + 9 => {
+            m[..i].to_owned()
+        }
+        _ => m,
+    }
 }
 
 /// The DSN's password as written, to scrub it from driver messages too.
@@ -247,7 +266,7 @@ pub(crate) fn read_postgres<R: LedgerRow>(
         None => m,
     };
     let fail = |what: &str, e: sqlx::Error| {
-        SourceError(format!("{shown}: {what}: {}", scrub(e.to_string())))
+        SourceError(format!("{shown}: {what}: {}", plain(scrub(e.to_string()))))
     };
     if !super::read::valid_table_name(table) {
         return Err(SourceError(format!(
