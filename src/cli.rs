@@ -123,21 +123,34 @@ pub enum GraphFormat {
 
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
-    /// Events: path.csv, path.jsonl/.ndjson, sqlite:PATH or postgres://…
-    #[arg(long)]
+    /// Events: path.csv, path.jsonl/.ndjson (also .gz/.zst), `-` (stdin), a named pipe,
+    /// sqlite:PATH or postgres://…
+    #[arg(long, allow_hyphen_values = true)]
     pub ledger: String,
-    /// Applied outputs (default: the ledger's outputs table for sqlite/postgres).
-    #[arg(long)]
+    /// Applied outputs, same forms (default: the ledger's outputs table for sqlite/postgres).
+    #[arg(long, allow_hyphen_values = true)]
     pub outputs: Option<String>,
-    /// Manifests declaring the jobs (repeatable). Without one, only AU102-AU104 and AU201 run.
+    /// Format of a file source whose name does not tell it (`-`, a pipe, `<(…)`).
+    #[arg(long, value_enum)]
+    pub ledger_format: Option<LedgerFormat>,
+    /// Manifest files or directories (searched like lint; repeatable). Without one, only
+    /// AU102-AU104 and AU201 run.
     #[arg(long = "manifest")]
     pub manifests: Vec<PathBuf>,
+    /// Audit only this job, `name` or `service/name` (repeatable).
+    #[arg(long = "job")]
+    pub jobs: Vec<String>,
+    /// Config file: check severities in [rules], thresholds.drill_cadence (default:
+    /// batchguard.toml found by walking up from the current directory).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Directory the manifests' snapshot.path templates are relative to (AU202-AU204).
     #[arg(long)]
     pub snapshots: Option<PathBuf>,
-    /// Window start (inclusive), RFC 3339: slots are selected by scheduled_at.
-    #[arg(long, value_parser = parse_timestamp)]
-    pub from: jiff::Timestamp,
+    /// Window start (inclusive), RFC 3339: slots are selected by scheduled_at. Its offset
+    /// is the report's zone unless --timezone says otherwise.
+    #[arg(long, value_parser = parse_window_start)]
+    pub from: WindowStart,
     /// Window end (exclusive), RFC 3339.
     #[arg(long, value_parser = parse_timestamp)]
     pub to: jiff::Timestamp,
@@ -152,6 +165,38 @@ pub struct AuditArgs {
     /// IANA zone for ledger timestamps written without an offset (refused otherwise).
     #[arg(long)]
     pub assume_tz: Option<String>,
+    /// IANA zone every time of the report is shown in, days counted in (default: the
+    /// offset of --from; UTC for `Z`). JSON keeps RFC 3339 instants.
+    #[arg(long)]
+    pub timezone: Option<String>,
+}
+
+/// `--from` with the offset it was written with.
+#[derive(Clone, Debug)]
+pub struct WindowStart {
+    pub at: jiff::Timestamp,
+    /// `None` for `Z`.
+    pub offset: Option<jiff::tz::Offset>,
+}
+
+fn parse_window_start(s: &str) -> Result<WindowStart, String> {
+    use jiff::fmt::temporal::{Pieces, PiecesOffset};
+    let at = parse_timestamp(s)?;
+    let offset = Pieces::parse(s)
+        .ok()
+        .and_then(|p| p.offset())
+        .and_then(|o| match o {
+            PiecesOffset::Numeric(n) => Some(n.offset()),
+            _ => None,
+        });
+    Ok(WindowStart { at, offset })
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LedgerFormat {
+    Csv,
+    /// JSON Lines (also NDJSON).
+    Jsonl,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -192,6 +237,11 @@ pub enum SchemaKind {
 }
 
 fn parse_timestamp(s: &str) -> Result<jiff::Timestamp, String> {
-    s.parse::<jiff::Timestamp>()
-        .map_err(|e| format!("not an RFC 3339 instant with an offset (2026-03-01T02:00:00Z): {e}"))
+    s.parse::<jiff::Timestamp>().map_err(|e| {
+        if crate::ledger::time::has_offset_shape(s.trim()) {
+            crate::ledger::time::out_of_range(s.trim(), &e)
+        } else {
+            format!("not an RFC 3339 instant with an offset (2026-03-01T02:00:00Z): {e}")
+        }
+    })
 }

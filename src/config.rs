@@ -116,6 +116,7 @@ impl Default for Settings {
 impl Settings {
     /// The severity a rule reports at, or `None` when it is turned off.
     pub fn severity(&self, code: &str, name: &str, default: Severity) -> Option<Severity> {
+        // Keys are rule codes once loaded; a config built by hand may use names.
         let level = self
             .config
             .rules
@@ -133,7 +134,7 @@ impl Settings {
 /// A config problem, with the span in the file when there is one (rendered by miette).
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[error("{message}")]
-#[diagnostic(code(batchguard::config))]
+#[diagnostic()]
 pub struct ConfigError {
     pub message: String,
     #[source_code]
@@ -162,6 +163,25 @@ pub fn discover(start: &Path) -> Option<PathBuf> {
     None
 }
 
+/// Where `key` is set as a key (`KEY =` or `"KEY" =` at a line start) in the file text.
+fn rule_key_at(text: &str, key: &str) -> Option<usize> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_start();
+        let indent = line.len() - body.len();
+        for quoted in [key.to_owned(), format!("\"{key}\""), format!("'{key}'")] {
+            if let Some(rest) = body.strip_prefix(&quoted)
+                && rest.trim_start().starts_with('=')
+            {
+                let q = usize::from(quoted.len() != key.len());
+                return Some(offset + indent + q);
+            }
+        }
+        offset += line.len();
+    }
+    None
+}
+
 pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, Box<ConfigError>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Box::new(ConfigError {
@@ -172,7 +192,7 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
         })
     })?;
     let named = || miette::NamedSource::new(path.display().to_string(), text.clone());
-    let config: Config = toml::from_str(&text).map_err(|e| {
+    let mut config: Config = toml::from_str(&text).map_err(|e| {
         Box::new(ConfigError {
             message: format!("invalid config: {}", e.message()),
             src: Some(named()),
@@ -197,6 +217,27 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
             ));
         }
     }
+    // One entry per rule, keyed by its code: `AU106` and `latency-breach` both set is a
+    // contradiction the file has to resolve, not one this loader picks a winner of.
+    let mut by_code: BTreeMap<String, (String, Level)> = BTreeMap::new();
+    for (key, level) in std::mem::take(&mut config.rules) {
+        let code = crate::lint::registry::find(&key).map_or(key.clone(), |m| m.code.to_owned());
+        if let Some((first, _)) = by_code.get(&code) {
+            let (a, b) = match (rule_key_at(&text, first), rule_key_at(&text, &key)) {
+                (Some(x), Some(y)) if x > y => (key.as_str(), first.as_str()),
+                _ => (first.as_str(), key.as_str()),
+            };
+            let span = rule_key_at(&text, b).map(|i| (i, b.len()).into());
+            return Err(Box::new(ConfigError {
+                message: format!("[rules] sets {code} twice: as `{a}` and as `{b}`"),
+                src: Some(named()),
+                span,
+                help: Some(format!("keep one of `{a}` and `{b}`")),
+            }));
+        }
+        by_code.insert(code, (key, level));
+    }
+    config.rules = by_code.into_iter().map(|(c, (_, l))| (c, l)).collect();
     let t = &config.thresholds;
     if !(t.lock_ttl_min_factor > 0.0 && t.lock_ttl_min_factor <= t.lock_ttl_max_factor) {
         return Err(bad(

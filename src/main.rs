@@ -1,8 +1,8 @@
 //! Thin entry point: parse arguments, call one function, map the result to an exit code.
 
 use batchguard::cli::{
-    AuditArgs, AuditFormat, Cli, Command, FailOn, GraphArgs, GraphFormat, LintArgs, LintFormat,
-    RulesFormat, SchemaKind,
+    AuditArgs, AuditFormat, Cli, Command, FailOn, GraphArgs, GraphFormat, LedgerFormat, LintArgs,
+    LintFormat, RulesFormat, SchemaKind,
 };
 use batchguard::config::{self, Settings};
 use batchguard::finding::Severity;
@@ -166,19 +166,37 @@ fn graph_cmd(args: GraphArgs) -> ExitCode {
 }
 
 fn audit_cmd(args: AuditArgs) -> ExitCode {
-    use batchguard::audit::run::{RunOptions, run};
+    use batchguard::audit::run::{AuditError, RunOptions, run};
+    let settings = match settings_for(args.config, &[std::path::PathBuf::from(".")]) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let opts = RunOptions {
+        settings,
         ledger: args.ledger,
         outputs: args.outputs,
         manifests: args.manifests,
         snapshots: args.snapshots,
-        from: args.from,
+        from: args.from.at,
+        from_offset: args.from.offset,
+        timezone: args.timezone,
         to: args.to,
         assume_tz: args.assume_tz,
         progress: std::io::stderr().is_terminal(),
+        jobs: args.jobs,
+        ledger_format: args.ledger_format.map(|f| match f {
+            LedgerFormat::Csv => batchguard::ledger::read::FileFormat::Csv,
+            LedgerFormat::Jsonl => batchguard::ledger::read::FileFormat::Jsonl,
+        }),
     };
     let result = match run(&opts) {
         Ok(r) => r,
+        Err(AuditError::Manifest(e)) => {
+            let color = std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            eprint!("{}", report::audit_pretty::render_not_evaluable(&e, color));
+            return ExitCode::from(CANNOT_RUN);
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(CANNOT_RUN);

@@ -101,12 +101,19 @@ fn json_has_the_spec_8_shape() {
 
 #[test]
 fn fail_on_warning_and_error() {
-    // Only the latency breach (a warning) in a window around 20:00 KST.
+    // Only the latency breach (a warning) in a window around 20:00 KST, in the demo ledger
+    // without its malformed row (a rejected row is AU001, an error).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ledger = dir.path().join("events.csv");
+    let demo = std::fs::read_to_string("fixtures/demo/events.csv").expect("demo ledger");
+    let kept: Vec<&str> = demo.lines().filter(|l| !l.contains("yesterday")).collect();
+    std::fs::write(&ledger, kept.join("\n") + "\n").expect("write");
+    let ledger = ledger.display().to_string();
     let mut c = Command::cargo_bin("batchguard").expect("binary");
     let args = [
         "audit",
         "--ledger",
-        "fixtures/demo/events.csv",
+        ledger.as_str(),
         "--manifest",
         "fixtures/demo/billing.batchguard.yaml",
         "--from",

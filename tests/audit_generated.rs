@@ -20,6 +20,7 @@ fn check(seed: u64, format: Format) {
         to: g.to,
         assume_tz: None,
         progress: false,
+        ..Default::default()
     })
     .expect("audit runs");
     let mut got = [0u64; 12];

@@ -38,6 +38,7 @@ fn audit_json(ledger: String, outputs: Option<String>) -> String {
         to: TO.parse().expect("to"),
         assume_tz: None,
         progress: false,
+        ..Default::default()
     })
     .expect("audit runs");
     batchguard::report::audit_json::render(&r)

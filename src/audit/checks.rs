@@ -1,4 +1,4 @@
-//! The audit checks' registry: code, name, default severity and documentation of AU101-AU111
+//! The audit checks' registry: code, name, default severity and documentation of AU001, AU101-AU111
 //! and AU201-AU204 (SPEC 6). `batchguard rules` and `explain` list them with the lint rules
 //! (`crate::lint::registry::all` chains [`all`]); the logic lives in `engine.rs`, one block
 //! per code, each marked with its code.
@@ -21,6 +21,15 @@ macro_rules! check {
     };
 }
 
+check!(
+    AU001,
+    "AU001",
+    "rows-rejected",
+    Error,
+    "ledger rows could not be read: the audit is incomplete",
+    "fix the rows at the locations shown (`--assume-tz ZONE` for timestamps written without an offset), then audit again",
+    "## What it does\nReports, once per source (the events ledger, the outputs), how many rows could not be read, with the locations and reasons of the first ones. The finding's `job` is the source, `count` the rejected rows and `keys` the first locations. When no event row at all can be read, the audit does not report: it exits 2 with the first reasons.\n\n## Why it matters\nA rejected row is a run the audit did not see: its slot looks missed, or a duplicate goes unnoticed. A report that counts its rejected rows at the bottom and still says clean proves nothing.\n\n## Example\n`2026-03-01T02:00:00` (no offset) in `scheduled_at` -> AU001 for `events.csv`, until the row says `+09:00` or the audit runs with `--assume-tz Asia/Seoul`.\n"
+);
 check!(
     AU101,
     "AU101",
@@ -157,9 +166,9 @@ check!(
     "## What it does\nComputes the sha256 of the slot's snapshot file and compares it with the `snapshot_digest` recorded on its `start`.\n\n## Why it matters\nA drill or replay must use the input the run really saw.\n"
 );
 
-static ALL: [&RuleMeta; 15] = [
-    &AU101, &AU102, &AU103, &AU104, &AU105, &AU106, &AU107, &AU108, &AU109, &AU110, &AU111, &AU201,
-    &AU202, &AU203, &AU204,
+static ALL: [&RuleMeta; 16] = [
+    &AU001, &AU101, &AU102, &AU103, &AU104, &AU105, &AU106, &AU107, &AU108, &AU109, &AU110, &AU111,
+    &AU201, &AU202, &AU203, &AU204,
 ];
 
 /// Every audit check, in code order.

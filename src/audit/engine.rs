@@ -218,6 +218,17 @@ struct JobNames {
     /// Undeclared names in the order they were met.
     undeclared: Vec<String>,
     last: (String, u32),
+    /// `--job`: the undeclared names to fold (`None`: all); others map to [`IGNORED`].
+    keep: Option<std::sync::Arc<Vec<String>>>,
+}
+
+/// The job id of ledger rows that `--job` leaves out.
+pub(crate) const IGNORED: u32 = u32::MAX - 1;
+
+/// Whether ledger job `name` (`name` or `service/name`) is one of `keep`.
+fn selected(name: &str, keep: &[String]) -> bool {
+    keep.iter()
+        .any(|k| k == name || name.rsplit_once('/').is_some_and(|(_, n)| n == k))
 }
 
 impl JobNames {
@@ -228,6 +239,7 @@ impl JobNames {
             by_name: HashMap::default(),
             undeclared: Vec::new(),
             last: (String::new(), NONE),
+            keep: None,
         }
     }
 
@@ -241,6 +253,9 @@ impl JobNames {
             None => {
                 let (id, new) = match self.declared.get(name) {
                     Some(&m) => (m as u32, false),
+                    None if self.keep.as_ref().is_some_and(|k| !selected(name, k)) => {
+                        (IGNORED, false)
+                    }
                     None => {
                         self.undeclared.push(name.to_owned());
                         (self.n_declared + self.undeclared.len() as u32 - 1, true)
@@ -254,6 +269,11 @@ impl JobNames {
         self.last.0.push_str(name);
         self.last.1 = id;
         (id, new)
+    }
+
+    /// Every ledger job name met (left-out ones included).
+    fn seen(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
     }
 
     /// The name of an undeclared job's id.
@@ -291,6 +311,9 @@ impl OutputTally {
             return;
         }
         let job = self.job(o.job);
+        if job == IGNORED {
+            return;
+        }
         self.counts[job as usize] += 1;
         let h = out_hash(job, o.output_key);
         let first_run = match self.index.entry(h) {
@@ -357,6 +380,8 @@ pub struct Auditor {
     digests: HashMap<u32, String, Fast>,
     input: InputCounts,
     row_errors: Vec<RowError>,
+    /// The one zone the report shows times in (`None`: each job's own, days in UTC).
+    report_tz: Option<jiff::tz::TimeZone>,
 }
 
 const EXEC_CHUNK: usize = 1 << 16;
@@ -413,6 +438,7 @@ impl Auditor {
             digests: HashMap::default(),
             input: InputCounts::default(),
             row_errors: Vec::new(),
+            report_tz: None,
             jobs: Vec::new(),
         };
         // Every manifest job has a state, so its expected slots are checked even when the
@@ -434,6 +460,34 @@ impl Auditor {
         }
         a.jobs = jobs;
         a
+    }
+
+    /// Shows every time of the findings, and buckets the per-day counts, in `tz`.
+    pub fn report_zone(&mut self, tz: jiff::tz::TimeZone) {
+        self.report_tz = Some(tz);
+    }
+
+    /// `--job`: fold only the ledger rows of these jobs (`name` or `service/name`). With
+    /// manifests, pass only the kept manifest jobs to [`Auditor::new`] and `None` here
+    /// leaves every undeclared job out; without, `Some(names)` keeps those.
+    pub fn only_jobs(&mut self, undeclared: Option<Vec<String>>) {
+        let keep = std::sync::Arc::new(undeclared.unwrap_or_default());
+        self.names.keep = Some(keep.clone());
+        self.outputs.names.keep = Some(keep);
+    }
+
+    /// `--job` names that no ledger row had (meaningful without manifests), each with the
+    /// closest name met.
+    pub fn unmatched_jobs(&self, wanted: &[String]) -> Vec<(String, Option<String>)> {
+        let seen: Vec<&str> = self.names.seen().chain(self.outputs.names.seen()).collect();
+        wanted
+            .iter()
+            .filter(|w| !seen.iter().any(|s| selected(s, std::slice::from_ref(w))))
+            .map(|w| {
+                let close = crate::manifest::load::closest(w, &seen).map(str::to_owned);
+                (w.clone(), close)
+            })
+            .collect()
     }
 
     fn job_id(&mut self, name: &str) -> u32 {
@@ -640,6 +694,9 @@ impl Auditor {
             return;
         }
         let job = self.job_id(e.job);
+        if job == IGNORED {
+            return;
+        }
         self.states[job as usize].rows += 1;
         let slot = self.slot_id(job, e.scheduled_at);
         match e.event {
@@ -711,7 +768,10 @@ impl Auditor {
         OutputTally {
             from: self.opts.from,
             to: self.opts.to,
-            names: JobNames::new(self.names.declared.clone(), self.jobs.len()),
+            names: JobNames {
+                keep: self.names.keep.clone(),
+                ..JobNames::new(self.names.declared.clone(), self.jobs.len())
+            },
             counts: vec![0; self.jobs.len()],
             index: HashMap::default(),
             dups: HashMap::default(),
@@ -778,6 +838,16 @@ impl Auditor {
         }
     }
 
+    /// Event rows accepted and rejected so far (outputs not included).
+    pub fn event_rows(&self) -> (u64, u64) {
+        (self.input.events, self.input.rows_rejected)
+    }
+
+    /// The first rejected event rows, with their location.
+    pub fn first_row_errors(&self) -> &[RowError] {
+        &self.row_errors
+    }
+
     /// Whether the output key of `job` was applied (for AU202).
     fn output_seen(&self, job: u32, key: &str) -> bool {
         self.out_local
@@ -792,6 +862,14 @@ impl Auditor {
     /// Runs the checks and computes the metrics.
     pub fn finish(mut self) -> AuditResult {
         self.merge_runs();
+        // AU001, one per source: events, then outputs (before the outputs' errors join
+        // the events' in the report's list).
+        let mut au001 = Vec::new();
+        au001.extend(rows_rejected(self.input.rows_rejected, &self.row_errors));
+        au001.extend(rows_rejected(
+            self.outputs.input.rows_rejected,
+            &self.outputs.row_errors,
+        ));
         self.resolve_outputs();
         self.input.rows_accepted = self.input.rows_read - self.input.rows_rejected;
         let mut findings = Vec::new();
@@ -899,12 +977,12 @@ impl Auditor {
                     if !has_start {
                         m.missed += 1;
                         let t = ts(at);
-                        bump_day(&mut per_day, t, true);
+                        bump_day(&mut per_day, t, true, self.report_tz.as_ref());
                         findings.push(checks::finding(
                             "AU101",
                             format!(
                                 "slot {} of `{}` has no `start`: the run never happened",
-                                slot_text(t, mj.as_ref()),
+                                slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
                                 display
                             ),
                             &display,
@@ -977,7 +1055,7 @@ impl Auditor {
                             format!(
                                 "run `{}` of `{display}` (slot {}) has an `end` but no `start`",
                                 self.run_name(x),
-                                slot_text(t, mj.as_ref())
+                                slot_text(t, mj.as_ref(), self.report_tz.as_ref())
                             ),
                             &display,
                             Some(t),
@@ -991,8 +1069,8 @@ impl Auditor {
                                 format!(
                                     "run `{}` of `{display}` (slot {}) started at {} and never reported an `end`",
                                     self.run_name(x),
-                                    slot_text(t, mj.as_ref()),
-                                    ts(e.start)
+                                    slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
+                                    slot_text(ts(e.start), mj.as_ref(), self.report_tz.as_ref())
                                 ),
                                 &display,
                                 Some(t),
@@ -1011,7 +1089,7 @@ impl Auditor {
                                 format!(
                                     "run `{}` of `{display}` (slot {}) ran {}, longer than lock.ttl {}: another instance could have taken the lock",
                                     self.run_name(x),
-                                    slot_text(t, mj.as_ref()),
+                                    slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
                                     human(d),
                                     human(ttl)
                                 ),
@@ -1055,13 +1133,13 @@ impl Auditor {
                     if counts_expected || !with_manifest || !declared {
                         m.duplicated += 1;
                     }
-                    bump_day(&mut per_day, t, false);
+                    bump_day(&mut per_day, t, false, self.report_tz.as_ref());
                     let names: Vec<String> = dup_runs.iter().map(|&x| self.run_name(x)).collect();
                     findings.push(checks::finding(
                         "AU102",
                         format!(
                             "slot {} of `{display}` was executed {} times ({}): a second execution started while another was active or after one had succeeded",
-                            slot_text(t, mj.as_ref()),
+                            slot_text(t, mj.as_ref(), self.report_tz.as_ref()),
                             dup_runs.len(),
                             names.join(", ")
                         ),
@@ -1098,7 +1176,7 @@ impl Auditor {
                             "AU108",
                             format!(
                                 "`{display}` ran for {} ({}), which is not a slot of its schedule `{}` in {}",
-                                slot_text(t, Some(j)),
+                                slot_text(t, Some(j), self.report_tz.as_ref()),
                                 t,
                                 j.schedule.as_ref().map(|s| s.expr()).unwrap_or(""),
                                 j.tz_name
@@ -1122,7 +1200,7 @@ impl Auditor {
                             "AU109",
                             format!(
                                 "slot {} of `{display}` reached attempt {hi}, above retry.max_attempts {max}",
-                                slot_text(t, Some(j))
+                                slot_text(t, Some(j), self.report_tz.as_ref())
                             ),
                             &display,
                             Some(t),
@@ -1151,7 +1229,7 @@ impl Auditor {
                         "AU110",
                         format!(
                             "slot {} of `{display}` was retried after run `{}` failed with a fatal error code (retry.fatal): the input should have gone to the dead letter",
-                            slot_text(t, Some(j)),
+                            slot_text(t, Some(j), self.report_tz.as_ref()),
                             self.run_name(y)
                         ),
                         &display,
@@ -1169,7 +1247,7 @@ impl Auditor {
                         "AU111",
                         format!(
                             "slot {} of `{display}` was started ({}) but never succeeded",
-                            slot_text(t, Some(j)),
+                            slot_text(t, Some(j), self.report_tz.as_ref()),
                             crate::report::plural(started.len(), "execution")
                         ),
                         &display,
@@ -1191,7 +1269,7 @@ impl Auditor {
                             "AU106",
                             format!(
                                 "slot {} of `{display}` first succeeded {} after its scheduled time, over alerts.max_latency {}",
-                                slot_text(t, Some(j)),
+                                slot_text(t, Some(j), self.report_tz.as_ref()),
                                 human(latency),
                                 human(max as i64 * 1000)
                             ),
@@ -1234,7 +1312,7 @@ impl Auditor {
                                     "AU203",
                                     format!(
                                         "slot {} of `{display}` is inside snapshot.retention but has no snapshot file `{path}`",
-                                        slot_text(t, Some(j))
+                                        slot_text(t, Some(j), self.report_tz.as_ref())
                                     ),
                                     &display,
                                     Some(t),
@@ -1247,7 +1325,7 @@ impl Auditor {
                                 "AU203",
                                 format!(
                                     "slot {} of `{display}`: snapshot path refused: {why}",
-                                    slot_text(t, Some(j))
+                                    slot_text(t, Some(j), self.report_tz.as_ref())
                                 ),
                                 &display,
                                 Some(t),
@@ -1266,7 +1344,7 @@ impl Auditor {
                                     "AU204",
                                     format!(
                                         "snapshot `{path}` of slot {} of `{display}` is {actual}, but the `start` recorded {}",
-                                        slot_text(t, Some(j)),
+                                        slot_text(t, Some(j), self.report_tz.as_ref()),
                                         digest.as_deref().unwrap_or("?")
                                     ),
                                     &display,
@@ -1280,7 +1358,7 @@ impl Auditor {
                                     "AU202",
                                     format!(
                                         "{missing_count} record(s) of the snapshot of slot {} of `{display}` have no output",
-                                        slot_text(t, Some(j))
+                                        slot_text(t, Some(j), self.report_tz.as_ref())
                                     ),
                                     &display,
                                     Some(t),
@@ -1412,6 +1490,9 @@ impl Auditor {
             ))
         });
         reports.sort_by(|a, b| a.job.cmp(&b.job));
+        // Rejected rows first: every other finding is judged without them.
+        au001.append(&mut findings);
+        let findings = au001;
         AuditResult {
             from: self.opts.from,
             to: self.opts.to,
@@ -1422,6 +1503,7 @@ impl Auditor {
             totals: t,
             skipped,
             per_day: per_day.into_iter().map(|(d, (a, b))| (d, a, b)).collect(),
+            tz: self.report_tz.clone().unwrap_or(jiff::tz::TimeZone::UTC),
         }
     }
 
@@ -1461,6 +1543,48 @@ impl Auditor {
     }
 }
 
+/// How many locations an AU001 finding lists.
+const AU001_LOCATIONS: usize = 5;
+
+/// AU001 for one source: `rejected` rows, the first of them in `errors`.
+fn rows_rejected(rejected: u64, errors: &[RowError]) -> Option<super::AuditFinding> {
+    let first = errors.first()?;
+    if rejected == 0 {
+        return None;
+    }
+    let source = first.at.source.clone();
+    let shown: Vec<String> = errors
+        .iter()
+        .take(AU001_LOCATIONS)
+        .map(|e| e.to_string())
+        .collect();
+    let mut message = format!(
+        "{} of {source} could not be read, so the audit is incomplete; first: {}",
+        if rejected == 1 {
+            "1 row".to_owned()
+        } else {
+            format!("{rejected} rows")
+        },
+        shown[0]
+    );
+    if rejected > 1 {
+        message.push_str(&format!(
+            " (the first {} are listed under rejected rows)",
+            shown.len()
+        ));
+    }
+    let mut f = checks::finding("AU001", message, &source, None, Vec::new());
+    f.count = Some(rejected);
+    f.keys = Some(
+        errors
+            .iter()
+            .take(AU001_LOCATIONS)
+            .map(|e| e.at.to_string())
+            .collect(),
+    );
+    Some(f)
+}
+
 /// What checking one job yields.
 struct JobOut {
     report: JobReport,
@@ -1489,12 +1613,20 @@ fn ts(ms: i64) -> Timestamp {
     Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
+/// Counts a missed (or duplicated) slot on its day in the report's zone (UTC without one).
 fn bump_day(
     per_day: &mut std::collections::BTreeMap<String, (u64, u64)>,
     t: Timestamp,
     missed: bool,
+    tz: Option<&jiff::tz::TimeZone>,
 ) {
-    let day = t.strftime("%Y-%m-%d").to_string();
+    let day = match tz {
+        Some(tz) => t
+            .to_zoned_datetime(tz.clone())
+            .strftime("%Y-%m-%d")
+            .to_string(),
+        None => t.strftime("%Y-%m-%d").to_string(),
+    };
     let e = per_day.entry(day).or_default();
     if missed {
         e.0 += 1;
@@ -1503,24 +1635,28 @@ fn bump_day(
     }
 }
 
-/// A slot as the job's zone shows it: `2026-03-01T02:00:00+09:00`.
-fn slot_text(t: Timestamp, j: Option<&AuditJob>) -> String {
-    match j {
-        Some(j) => crate::schedule::format_slot(t, &j.tz),
-        None => t.to_string(),
+/// A slot as the report's zone shows it (`2026-03-01T02:00:00+09:00`), else the job's.
+fn slot_text(t: Timestamp, j: Option<&AuditJob>, report: Option<&jiff::tz::TimeZone>) -> String {
+    match (report, j) {
+        (Some(tz), _) => crate::schedule::format_slot(t, tz),
+        (None, Some(j)) => crate::schedule::format_slot(t, &j.tz),
+        (None, None) => t.to_string(),
     }
 }
 
 /// `1h02m03s`-style length of a millisecond duration.
+/// Under 10 s with a fraction: tenths (`4.2s`); else rounded to the whole second shown,
+/// never truncated (299 999 ms is `5m00s`).
 pub(crate) fn human(ms: i64) -> String {
-    let s = ms / 1000;
+    if ms % 1000 != 0 && ms.abs() < 9_950 {
+        return format!("{:.1}s", ms as f64 / 1000.0);
+    }
+    let s = (ms as f64 / 1000.0).round() as i64;
     let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
     if h > 0 {
         format!("{h}h{m:02}m{sec:02}s")
     } else if m > 0 {
         format!("{m}m{sec:02}s")
-    } else if ms % 1000 != 0 && s < 10 {
-        format!("{:.1}s", ms as f64 / 1000.0)
     } else {
         format!("{sec}s")
     }

@@ -11,6 +11,9 @@ pub struct Histogram {
     counts: Vec<u32>,
     n: u64,
     max: u64,
+    /// Exact minimum (meaningful when `n > 0`): with the maximum it bounds the estimate,
+    /// so a job whose runs all take 299 s reports exactly 299 s.
+    min: u64,
 }
 
 const SUB: u64 = 128;
@@ -46,6 +49,7 @@ impl Histogram {
             self.counts.resize(i + 1, 0);
         }
         self.counts[i] = self.counts[i].saturating_add(1);
+        self.min = if self.n == 0 { ms } else { self.min.min(ms) };
         self.n += 1;
         self.max = self.max.max(ms);
     }
@@ -56,6 +60,13 @@ impl Histogram {
         }
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a = a.saturating_add(*b);
+        }
+        if other.n > 0 {
+            self.min = if self.n == 0 {
+                other.min
+            } else {
+                self.min.min(other.min)
+            };
         }
         self.n += other.n;
         self.max = self.max.max(other.max);
@@ -90,7 +101,7 @@ impl Histogram {
                 } else {
                     (lo + hi) as f64 / 2.0
                 };
-                return Some(v.min(self.max as f64));
+                return Some(v.clamp(self.min as f64, self.max as f64));
             }
         }
         Some(self.max as f64)

@@ -15,6 +15,7 @@
 pub mod checks;
 mod engine;
 pub mod hist;
+pub mod manifests;
 pub mod run;
 pub mod snapshot;
 
@@ -273,8 +274,30 @@ pub struct AuditResult {
     pub jobs: Vec<JobReport>,
     pub totals: Metrics,
     pub skipped: Vec<Skipped>,
-    /// Missed and duplicated slots per UTC day (`YYYY-MM-DD`, missed, duplicated), for charts.
+    /// Missed and duplicated slots per day of [`AuditResult::tz`] (`YYYY-MM-DD`, missed,
+    /// duplicated), for charts.
     pub per_day: Vec<(String, u64, u64)>,
+    /// The zone every time of the pretty, markdown, HTML and CSV reports is shown in.
+    pub tz: TimeZone,
+}
+
+impl AuditResult {
+    /// `t` in the report's zone: `2026-03-01T02:00:00+09:00`.
+    pub fn when(&self, t: Timestamp) -> String {
+        crate::schedule::format_slot(t, &self.tz)
+    }
+
+    /// The report zone's name: `Asia/Seoul`, or its offset (`+09:00`) for a fixed zone.
+    pub fn zone_name(&self) -> String {
+        match self.tz.iana_name() {
+            Some(n) => n.to_owned(),
+            None => self
+                .from
+                .to_zoned_datetime(self.tz.clone())
+                .strftime("%:z")
+                .to_string(),
+        }
+    }
 }
 
 pub const MAX_ROW_ERRORS: usize = 100;
@@ -289,10 +312,8 @@ impl AuditResult {
     }
 }
 
-/// `1h02m03s`, `2m05s`, `4.2s`: a length of time in seconds, for reports.
+/// `1h02m03s`, `2m05s`, `4.2s`: a length of time in seconds, for reports, rounded to the
+/// unit shown (299.6 s is `5m00s`: truncating would add up to a second of error).
 pub fn human_secs(s: f64) -> String {
-    if s < 10.0 && s.fract() != 0.0 {
-        return format!("{s:.1}s");
-    }
     engine::human((s * 1000.0).round() as i64)
 }

@@ -2,13 +2,16 @@
 //! ledger through the [`Auditor`], with a progress bar on a terminal. `main` only maps the
 //! result to an exit code.
 
-use super::{AuditOptions, AuditResult, Auditor, jobs_from_manifest};
-use crate::ledger::read::{self, ReadOptions, Source};
+use super::manifests::{self, ManifestError, NotEvaluable};
+use super::{AuditOptions, AuditResult, Auditor};
+use crate::ledger::input::STDIN;
+use crate::ledger::read::{self, FileFormat, ReadOptions, Source};
 use crate::ledger::{EventKind, EventRef, RowError, Status, Trigger};
 use jiff::Timestamp;
 use std::path::PathBuf;
 
 /// What `audit` was asked (SPEC 1).
+#[derive(Default)]
 pub struct RunOptions {
     pub ledger: String,
     pub outputs: Option<String>,
@@ -19,6 +22,17 @@ pub struct RunOptions {
     pub assume_tz: Option<String>,
     /// Draw a progress bar on stderr (only when stderr is a terminal).
     pub progress: bool,
+    /// `batchguard.toml` (check severities, `drill_cadence`); the lint of the manifests.
+    pub settings: crate::config::Settings,
+    /// `--job`: audit only these jobs (`name` or `service/name`); empty: all.
+    pub jobs: Vec<String>,
+    /// `--ledger-format`: the format of a file source whose name does not tell it.
+    pub ledger_format: Option<FileFormat>,
+    /// `--timezone`: the zone the report shows times in.
+    pub timezone: Option<String>,
+    /// The offset `--from` was written with (`None` for `Z`): the report's zone without
+    /// `--timezone`.
+    pub from_offset: Option<jiff::tz::Offset>,
 }
 
 /// Why the audit could not run (exit 2).
@@ -26,12 +40,38 @@ pub struct RunOptions {
 #[error("{0}")]
 pub struct CannotRun(pub String);
 
-pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
+/// Why the audit could not run: a message, or manifest jobs it cannot evaluate (rendered
+/// with their places in the manifest, as lint shows them).
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("{0}")]
+    CannotRun(String),
+    #[error(transparent)]
+    Manifest(Box<NotEvaluable>),
+}
+
+impl From<CannotRun> for AuditError {
+    fn from(e: CannotRun) -> Self {
+        AuditError::CannotRun(e.0)
+    }
+}
+
+/// A source error that names its source once: readers' messages mostly do already.
+fn named(src: &Source, message: String) -> String {
+    let shown = src.display();
+    if message.contains(&shown) {
+        message
+    } else {
+        format!("cannot read {shown}: {message}")
+    }
+}
+
+/// How many rejected rows an exit-2 "nothing could be read" message quotes.
+const FIRST_REASONS: usize = 5;
+
+pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     if o.from >= o.to {
-        return Err(CannotRun(format!(
-            "--from {} is not before --to {}",
-            o.from, o.to
-        )));
+        return Err(CannotRun(format!("--from {} is not before --to {}", o.from, o.to)).into());
     }
     let assume_tz = match &o.assume_tz {
         None => None,
@@ -39,41 +79,57 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
             jiff::tz::TimeZone::get(z).map_err(|e| CannotRun(format!("--assume-tz `{z}`: {e}")))?,
         ),
     };
-    let mut jobs = Vec::new();
-    for path in &o.manifests {
-        let bytes = std::fs::read(path)
-            .map_err(|e| CannotRun(format!("cannot read manifest {}: {e}", path.display())))?;
-        let (_, loaded) = crate::manifest::load::load(&bytes);
-        if loaded.root.is_none() {
-            let why = loaded
-                .diags
-                .first()
-                .map(|d| d.message.clone())
-                .unwrap_or_else(|| "not a manifest".into());
-            return Err(CannotRun(format!(
-                "manifest {} cannot be read: {why} (`batchguard lint` shows where)",
-                path.display()
-            )));
-        }
-        let service = loaded.manifest.service_name(path);
-        jobs.extend(jobs_from_manifest(&loaded, &service));
+    let report_tz = match (&o.timezone, o.from_offset) {
+        (Some(z), _) => jiff::tz::TimeZone::get(z).map_err(|_| {
+            let hint = crate::lint::rules::bg105_unknown_timezone::suggest(z)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            AuditError::CannotRun(format!(
+                "--timezone `{z}` is not an IANA time zone name{hint}"
+            ))
+        })?,
+        (None, Some(off)) => jiff::tz::TimeZone::fixed(off),
+        (None, None) => jiff::tz::TimeZone::UTC,
+    };
+    let mut manifest_paths = Vec::new();
+    for p in &o.manifests {
+        manifest_paths.extend(manifests::discover(p).map_err(AuditError::CannotRun)?);
     }
-    let ledger = Source::parse(&o.ledger).map_err(|e| CannotRun(e.0))?;
-    // A database ledger holds its outputs table too; a file ledger needs --outputs.
+    let jobs = match manifests::load_jobs(&manifest_paths, &o.settings, &o.jobs) {
+        Ok(jobs) => jobs,
+        Err(ManifestError::Io(m)) => return Err(AuditError::CannotRun(m)),
+        Err(ManifestError::NotEvaluable(e)) => return Err(AuditError::Manifest(Box::new(e))),
+    };
+    let ledger = Source::parse_as(&o.ledger, o.ledger_format).map_err(|e| CannotRun(e.0))?;
+    if o.ledger == STDIN && o.outputs.as_deref() == Some(STDIN) {
+        return Err(AuditError::CannotRun(
+            "--ledger - and --outputs - cannot both read standard input".into(),
+        ));
+    }
+    // A database ledger holds its outputs table too (when it has one: else the output
+    // checks are skipped, as without --outputs); a file ledger needs --outputs.
+    let mut outputs_absent = None;
     let outputs = match &o.outputs {
-        Some(s) => Some(Source::parse(s).map_err(|e| CannotRun(e.0))?),
+        Some(s) => Some(Source::parse_as(s, o.ledger_format).map_err(|e| CannotRun(e.0))?),
         None => match &ledger {
-            Source::Sqlite(_) | Source::Postgres { .. } => Some(ledger.clone()),
+            Source::Sqlite(_) | Source::Postgres { .. } => {
+                if read::has_outputs_table(&ledger).map_err(|e| CannotRun(e.0))? == Some(false) {
+                    outputs_absent = Some(format!(
+                        "{} has no outputs table: applied outputs cannot be checked (give --outputs SOURCE)",
+                        ledger.display()
+                    ));
+                    None
+                } else {
+                    Some(ledger.clone())
+                }
+            }
             _ => None,
         },
     };
     if let Some(dir) = &o.snapshots
         && !dir.is_dir()
     {
-        return Err(CannotRun(format!(
-            "--snapshots {} is not a directory",
-            dir.display()
-        )));
+        return Err(CannotRun(format!("--snapshots {} is not a directory", dir.display())).into());
     }
     let opts = AuditOptions {
         from: o.from,
@@ -84,6 +140,11 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
     };
     let ropts = ReadOptions { assume_tz };
     let mut auditor = Auditor::new(jobs, opts);
+    auditor.report_zone(report_tz);
+    if !o.jobs.is_empty() {
+        // With manifests the kept jobs are the declared ones; without, the names filter.
+        auditor.only_jobs((o.manifests.is_empty()).then(|| o.jobs.clone()));
+    }
     let bar = o.progress.then(|| {
         let pb = indicatif::ProgressBar::new_spinner();
         pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -115,7 +176,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
                     cell.borrow_mut().row_error(e)
                 })
                 .map(|_| cell.into_inner())
-                .map_err(|e| CannotRun(format!("cannot read {}: {}", src.display(), e.0)))
+                .map_err(|e| CannotRun(named(src, e.0)))
             })
         });
         let (tx, rx) = std::sync::mpsc::sync_channel::<EventBatch>(8);
@@ -143,7 +204,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
             if !rest.rows.is_empty() || !rest.errors.is_empty() {
                 let _ = tx.send(rest);
             }
-            r.map_err(|e| CannotRun(format!("cannot read {}: {}", ledger.display(), e.0)))
+            r.map_err(|e| CannotRun(named(ledger, e.0)))
         });
         let mut n = 0u64;
         for mut b in rx {
@@ -173,17 +234,69 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, CannotRun> {
         (ev, out)
     });
     ev_res?;
+    if o.manifests.is_empty() && !o.jobs.is_empty() {
+        let unmatched = auditor.unmatched_jobs(&o.jobs);
+        if let Some((w, close)) = unmatched.first() {
+            let hint = close
+                .as_ref()
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            return Err(AuditError::CannotRun(format!(
+                "--job `{w}` has no row in {}{hint}",
+                ledger.display()
+            )));
+        }
+    }
+    let (accepted, rejected) = auditor.event_rows();
+    if accepted == 0 && rejected > 0 {
+        let mut msg = format!(
+            "no event row of {} could be read ({} rejected), so there is nothing to audit:",
+            ledger.display(),
+            rejected
+        );
+        for e in auditor.first_row_errors().iter().take(FIRST_REASONS) {
+            msg.push_str(&format!("\n  {e}"));
+        }
+        if rejected > FIRST_REASONS as u64 {
+            msg.push_str(&format!(
+                "\n  … and {} more",
+                rejected - FIRST_REASONS as u64
+            ));
+        }
+        return Err(AuditError::CannotRun(msg));
+    }
     if let Some(t) = out_res {
-        auditor.merge_outputs(t?);
+        auditor.merge_outputs(t.map_err(AuditError::from)?);
     }
     if let Some(b) = &bar {
         b.set_message("checking");
     }
-    let result = auditor.finish();
+    let mut result = auditor.finish();
+    apply_severities(&mut result, &o.settings);
+    if let Some(why) = outputs_absent {
+        for s in &mut result.skipped {
+            if s.codes.contains(&"AU201") {
+                s.reason = why.clone();
+            }
+        }
+    }
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     Ok(result)
+}
+
+/// `[rules]` of `batchguard.toml`: a check set to `off` reports nothing, `warning` and
+/// `error` change its severity (and so the exit code under `--fail-on`).
+fn apply_severities(r: &mut AuditResult, settings: &crate::config::Settings) {
+    r.findings
+        .retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
+            Some(sev) => {
+                f.severity = sev;
+                true
+            }
+            None => false,
+        });
 }
 
 /// Rows per batch handed from the events reader to the fold.
@@ -280,6 +393,11 @@ fn estimate_rows(src: &Source) -> Option<usize> {
         Source::Csv(p) | Source::Jsonl(p) => p,
         _ => return None,
     };
+    // Only a regular file can be opened twice: a pipe or standard input would lose the
+    // rows this sizing read takes.
+    if crate::ledger::input::is_stdin(path) || !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
     let mut f = std::fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     let mut head = vec![0u8; 256 * 1024];
@@ -292,6 +410,9 @@ fn estimate_rows(src: &Source) -> Option<usize> {
         }
     }
     let head = &head[..got];
+    if crate::ledger::input::Compression::sniff(head) != crate::ledger::input::Compression::None {
+        return None;
+    }
     let first = head.iter().position(|&b| b == b'\n')? + 1;
     let last = head.iter().rposition(|&b| b == b'\n')? + 1;
     let lines = head[first..last].iter().filter(|&&b| b == b'\n').count();

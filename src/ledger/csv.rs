@@ -6,7 +6,6 @@
 
 use super::read::{LedgerRow, MAX_COLUMNS, ReadOptions, missing_columns, row_error};
 use super::{RowError, SourceError};
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -35,10 +34,10 @@ pub(crate) fn read_fields<R: LedgerRow>(
     on_fields: &mut dyn FnMut(&[Option<&str>], &str, u64) -> Result<(), RowError>,
     on_error: &mut dyn FnMut(RowError),
 ) -> Result<u64, SourceError> {
-    let name = path.display().to_string();
+    let name = super::input::display(path);
     let io_err =
         |e: &dyn std::fmt::Display| SourceError(format!("cannot read ledger file {name}: {e}"));
-    let mut file = File::open(path).map_err(|e| io_err(&e))?;
+    let mut file = super::input::open(path).map_err(|e| io_err(&e))?;
     // csv-core reports a record's line before it consumes the `\n` of the previous `\r\n`,
     // so CRLF files would be one line short: look at the first line and correct.
     let mut head = vec![0u8; 64 * 1024];
@@ -89,6 +88,19 @@ pub(crate) fn read_fields<R: LedgerRow>(
         }
         rows += 1;
         let line = rec.position().map_or(rows + 1, |p| p.line() + crlf);
+        // A short record with a field holding a comma or a line break is an unclosed quote
+        // (the field ran on over the row's other values): say so, rather than blaming the
+        // columns it swallowed.
+        if rec.len() < headers.len() && rec.iter().any(|f| f.contains(&b',') || f.contains(&b'\n'))
+        {
+            on_error(row_error(
+                &name,
+                line,
+                None,
+                "malformed CSV: a `\"` opens a quoted field that is never closed, so the rest of the row is read as one value".into(),
+            ));
+            continue;
+        }
         let mut fields: [Option<&str>; MAX_COLUMNS] = [None; MAX_COLUMNS];
         let mut bad = None;
         // One UTF-8 check for the whole record; a field is then a checked sub-slice
@@ -131,7 +143,7 @@ pub(crate) fn read_fields<R: LedgerRow>(
 }
 
 /// Fills `buf` as far as the file goes.
-fn read_prefix(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn read_prefix(file: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match file.read(&mut buf[n..]) {

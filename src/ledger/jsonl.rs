@@ -8,7 +8,6 @@ use super::{RowError, SourceError};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
-use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
@@ -18,9 +17,9 @@ pub(crate) fn read<R: LedgerRow>(
     on_row: &mut dyn FnMut(R),
     on_error: &mut dyn FnMut(RowError),
 ) -> Result<u64, SourceError> {
-    let name = path.display().to_string();
+    let name = super::input::display(path);
     let io_err = |e: std::io::Error| SourceError(format!("cannot read ledger file {name}: {e}"));
-    let file = File::open(path).map_err(io_err)?;
+    let file = super::input::open(path).map_err(io_err)?;
     let mut rdr = BufReader::with_capacity(1 << 20, file);
     let mut buf = Vec::with_capacity(512);
     let mut line = 0u64;

@@ -32,12 +32,29 @@ pub enum Source {
     },
 }
 
+/// The format of a file ledger whose name does not tell it (`--ledger-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    Csv,
+    Jsonl,
+}
+
 impl Source {
-    /// `path.csv`, `path.jsonl`/`path.ndjson`, `sqlite:PATH`,
+    /// `path.csv`, `path.jsonl`/`path.ndjson` (each also `.gz`/`.zst`), `sqlite:PATH`,
     /// `postgres://…?events_table=…&outputs_table=…` (defaults `batchguard_events` /
     /// `batchguard_outputs`; identifiers validated).
     pub fn parse(s: &str) -> Result<Source, SourceError> {
-        let s = s.trim();
+        Self::parse_as(s, None)
+    }
+
+    /// [`Source::parse`], with `format` for a file whose name does not tell its format:
+    /// `-` (standard input), a named pipe, `/dev/fd/N` from `<(…)`.
+    pub fn parse_as(s: &str, format: Option<FileFormat>) -> Result<Source, SourceError> {
+        let s = if s == super::input::STDIN {
+            s
+        } else {
+            s.trim()
+        };
         if s.is_empty() {
             return Err(SourceError("empty ledger source".into()));
         }
@@ -54,15 +71,25 @@ impl Source {
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
             return parse_postgres(s);
         }
-        let lower = s.to_ascii_lowercase();
+        let lower = super::input::format_name(s);
         if lower.ends_with(".csv") {
             Ok(Source::Csv(PathBuf::from(s)))
         } else if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") {
             Ok(Source::Jsonl(PathBuf::from(s)))
+        } else if let Some(f) = format {
+            Ok(match f {
+                FileFormat::Csv => Source::Csv(PathBuf::from(s)),
+                FileFormat::Jsonl => Source::Jsonl(PathBuf::from(s)),
+            })
+        } else if s == super::input::STDIN {
+            Err(SourceError(
+                "`-` reads standard input: say its format with --ledger-format csv|jsonl".into(),
+            ))
         } else {
             Err(SourceError(format!(
                 "cannot tell the format of ledger source `{}`: use path.csv, path.jsonl, \
-                 path.ndjson, sqlite:PATH or postgres://…",
+                 path.ndjson (also .gz, .zst), sqlite:PATH or postgres://…, or give \
+                 --ledger-format csv|jsonl",
                 mask_dsn(s)
             )))
         }
@@ -71,7 +98,7 @@ impl Source {
     /// For messages: the DSN with its password masked.
     pub fn display(&self) -> String {
         match self {
-            Source::Csv(p) | Source::Jsonl(p) => p.display().to_string(),
+            Source::Csv(p) | Source::Jsonl(p) => super::input::display(p),
             Source::Sqlite(p) => format!("sqlite:{}", p.display()),
             Source::Postgres {
                 url,
@@ -255,6 +282,17 @@ pub fn read_output_refs(
             on_error,
         ),
         _ => read_any::<Output>(src, opts, &mut |o| on_output(&o.as_ref()), on_error),
+    }
+}
+
+/// For a database source, whether its outputs table exists (`None`: not a database).
+pub fn has_outputs_table(src: &Source) -> Result<Option<bool>, SourceError> {
+    match src {
+        Source::Sqlite(p) => super::sql::sqlite_has_table(p, DEFAULT_OUTPUTS_TABLE).map(Some),
+        Source::Postgres {
+            url, outputs_table, ..
+        } => super::sql::postgres_has_table(url, outputs_table).map(Some),
+        _ => Ok(None),
     }
 }
 

@@ -121,7 +121,9 @@ pub(crate) fn read_sqlite<R: LedgerRow>(
     } else {
         DEFAULT_OUTPUTS_TABLE
     };
-    let fail = |what: &str, e: sqlx::Error| SourceError(format!("{shown}: {what}: {e}"));
+    let fail = |what: &str, e: sqlx::Error| {
+        SourceError(format!("{shown}: {what}: {}", plain(e.to_string())))
+    };
     runtime()?.block_on(async {
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -163,6 +165,83 @@ pub(crate) fn read_sqlite<R: LedgerRow>(
     })
 }
 
+/// Whether the SQLite database has `table` (an audit without its outputs table skips
+/// the output checks rather than failing).
+pub(crate) fn sqlite_has_table(path: &Path, table: &str) -> Result<bool, SourceError> {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+    let shown = format!("sqlite:{}", path.display());
+    if !path.is_file() {
+        return Err(SourceError(format!("{shown}: no such database file")));
+    }
+    let fail = |what: &str, e: sqlx::Error| {
+        SourceError(format!("{shown}: {what}: {}", plain(e.to_string())))
+    };
+    runtime()?.block_on(async {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .create_if_missing(false);
+        let mut conn = SqliteConnection::connect_with(&options)
+            .await
+            .map_err(|e| fail("cannot open", e))?;
+        let n: (i64,) = sqlx::query_as("SELECT count(*) FROM pragma_table_info(?1)")
+            .bind(table)
+            .fetch_one(&mut conn)
+            .await
+            .map_err(|e| fail("cannot read the table list", e))?;
+        Ok(n.0 > 0)
+    })
+}
+
+/// Whether the PostgreSQL database has `table` (validated, optionally `schema.table`).
+pub(crate) fn postgres_has_table(url: &str, table: &str) -> Result<bool, SourceError> {
+    use sqlx::postgres::{PgConnectOptions, PgConnection};
+    let shown = mask_dsn(url);
+    let scrub = |m: String| match password_of(url) {
+        Some(pw) => m.replace(pw, "***"),
+        None => m,
+    };
+    let fail = |what: &str, e: sqlx::Error| {
+        SourceError(format!("{shown}: {what}: {}", plain(scrub(e.to_string()))))
+    };
+    let options = PgConnectOptions::from_str(url).map_err(|e| fail("bad DSN", e))?;
+    runtime()?.block_on(async {
+        let mut conn =
+            match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await
+            {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => return Err(fail("cannot connect", e)),
+                Err(_) => {
+                    return Err(SourceError(format!(
+                        "{shown}: cannot connect: no answer within {}s",
+                        CONNECT_TIMEOUT.as_secs()
+                    )));
+                }
+            };
+        let found: (bool,) = sqlx::query_as("SELECT to_regclass($1) IS NOT NULL")
+            .bind(quote_table(table))
+            .fetch_one(&mut conn)
+            .await
+            .map_err(|e| fail("cannot look up the table", e))?;
+        Ok(found.0)
+    })
+}
+
+/// A driver message without the driver's internals: sqlx's "error returned from
+/// database: " prefix and the server source position (" at line 948") are noise to a user.
+fn plain(m: String) -> String {
+    let m = m
+        .strip_prefix("error returned from database: ")
+        .map(str::to_owned)
+        .unwrap_or(m);
+    match m.rfind(" at line ") {
+        Some(i) if m[i + 9..].chars().all(|c| c.is_ascii_digit()) && m.len() > i + 9 => {
+            m[..i].to_owned()
+        }
+        _ => m,
+    }
+}
+
 /// The DSN's password as written, to scrub it from driver messages too.
 fn password_of(url: &str) -> Option<&str> {
     let rest = &url[url.find("://")? + 3..];
@@ -187,7 +266,7 @@ pub(crate) fn read_postgres<R: LedgerRow>(
         None => m,
     };
     let fail = |what: &str, e: sqlx::Error| {
-        SourceError(format!("{shown}: {what}: {}", scrub(e.to_string())))
+        SourceError(format!("{shown}: {what}: {}", plain(scrub(e.to_string()))))
     };
     if !super::read::valid_table_name(table) {
         return Err(SourceError(format!(

@@ -28,8 +28,12 @@ pub(crate) fn parse_fast(s: &str) -> Option<Timestamp> {
 
 fn slow(s: &str, assume_tz: Option<&TimeZone>) -> Result<Timestamp, String> {
     let s = s.trim();
-    if let Ok(ts) = s.parse::<Timestamp>() {
-        return Ok(ts);
+    let err = match s.parse::<Timestamp>() {
+        Ok(ts) => return Ok(ts),
+        Err(e) => e,
+    };
+    if has_offset_shape(s) {
+        return Err(out_of_range(s, &err));
     }
     // No offset (or not a timestamp at all): a civil datetime, or a bare date.
     let civil = s.parse::<DateTime>().or_else(|_| {
@@ -51,6 +55,85 @@ fn slow(s: &str, assume_tz: Option<&TimeZone>) -> Result<Timestamp, String> {
             "`{}` is not an RFC 3339 timestamp (like 2026-03-01T02:00:00Z)",
             truncate(s)
         )),
+    }
+}
+
+/// `` `2026-02-29T00:00:00Z` is out of range: … `` for an instant written in the RFC 3339
+/// shape whose date or time does not exist (or lies past jiff's year-9999 limit): saying
+/// "not RFC 3339" there would send the reader looking for a typo in the format.
+pub fn out_of_range(s: &str, _err: &jiff::Error) -> String {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> u32 {
+        b.get(r)
+            .and_then(|x| std::str::from_utf8(x).ok())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0)
+    };
+    let (y, m, d, hh, mm) = (num(0..4), num(5..7), num(8..10), num(11..13), num(14..16));
+    let ss = if b.get(16) == Some(&b':') {
+        num(17..19)
+    } else {
+        0
+    };
+    let why = if !(1..=12).contains(&m) {
+        format!("there is no month {m:02}")
+    } else if d == 0 || d > days_in_month(y, m) {
+        format!("{y:04}-{m:02} has {} days", days_in_month(y, m))
+    } else if hh > 23 || mm > 59 || ss > 60 {
+        format!("{hh:02}:{mm:02}:{ss:02} is not a time of day")
+    } else {
+        format!(
+            "it lies beyond the instants batchguard can represent ({} to {})",
+            Timestamp::MIN.strftime("%Y-%m-%d"),
+            Timestamp::MAX.strftime("%Y-%m-%dT%H:%M:%SZ")
+        )
+    };
+    format!("`{}` is out of range: {why}", truncate(s))
+}
+
+/// `YYYY-MM-DD(T| )HH:MM[:SS[.f]](Z|±HH[:MM])`: the shape of an instant, whether or not the
+/// values exist.
+pub fn has_offset_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
+    if b.len() < 17
+        || !digits(0..4)
+        || b[4] != b'-'
+        || !digits(5..7)
+        || b[7] != b'-'
+        || !digits(8..10)
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || !digits(11..13)
+        || b[13] != b':'
+        || !digits(14..16)
+    {
+        return false;
+    }
+    let mut i = 16;
+    if b.get(i) == Some(&b':') {
+        if !digits(i + 1..i + 3) {
+            return false;
+        }
+        i += 3;
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            let start = i;
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            if i == start {
+                return false;
+            }
+        }
+    }
+    match &b[i..] {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', rest @ ..] => {
+            matches!(rest.len(), 2 | 4 | 5)
+                && rest.iter().filter(|c| **c != b':').all(u8::is_ascii_digit)
+        }
+        _ => false,
     }
 }
 

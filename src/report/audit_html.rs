@@ -12,6 +12,25 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Message text escaped, its `code spans` as `<code>`; an unpaired backtick stays as is.
+fn rich(s: &str) -> String {
+    let parts: Vec<&str> = s.split('`').collect();
+    if parts.len().is_multiple_of(2) {
+        return esc(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for (i, p) in parts.iter().enumerate() {
+        if i % 2 == 1 {
+            out.push_str("<code>");
+            out.push_str(&esc(p));
+            out.push_str("</code>");
+        } else {
+            out.push_str(&esc(p));
+        }
+    }
+    out
+}
+
 const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1100px;color:#1f2328;padding:0 1rem}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px solid #d0d7de;padding-bottom:.3rem}
 .sub{color:#59636e}.cards{display:flex;gap:.8rem;flex-wrap:wrap;margin:1rem 0}
@@ -29,13 +48,14 @@ pub fn render(r: &AuditResult) -> String {
     let mut h = String::with_capacity(32 * 1024);
     h.push_str(&format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>batchguard audit {} to {}</title><style>{CSS}</style></head><body>",
-        esc(&r.from.to_string()),
-        esc(&r.to.to_string())
+        esc(&r.when(r.from)),
+        esc(&r.when(r.to))
     ));
     h.push_str(&format!(
-        "<h1>Batch audit</h1><div class=\"sub\">{} to {} &middot; {} rows read, {} rejected</div>",
-        esc(&r.from.to_string()),
-        esc(&r.to.to_string()),
+        "<h1>Batch audit</h1><div class=\"sub\">{} to {} (times and days in {}) &middot; {} rows read, {} rejected</div>",
+        esc(&r.when(r.from)),
+        esc(&r.when(r.to)),
+        esc(&r.zone_name()),
         r.input.rows_read,
         r.input.rows_rejected
     ));
@@ -109,8 +129,8 @@ pub fn render(r: &AuditResult) -> String {
                     "<tr><td class=\"{sev}\">{sev}</td><td class=\"t\">{}&nbsp;<code>{}</code></td><td class=\"t\">{}</td><td>{}</td></tr>",
                     f.code,
                     f.name,
-                    f.scheduled_at.map(|t| t.to_string()).unwrap_or_default(),
-                    esc(&f.message)
+                    f.scheduled_at.map(|t| esc(&r.when(t))).unwrap_or_default(),
+                    rich(&f.message)
                 ));
             }
             h.push_str("</tbody></table>");
@@ -122,7 +142,7 @@ pub fn render(r: &AuditResult) -> String {
             h.push_str(&format!(
                 "<li>{}: {}</li>",
                 esc(&s.codes.join(", ")),
-                esc(&s.reason)
+                rich(&s.reason)
             ));
         }
         h.push_str("</ul>");
@@ -130,7 +150,15 @@ pub fn render(r: &AuditResult) -> String {
     if !r.row_errors.is_empty() {
         h.push_str("<h2>Rejected rows</h2><ul>");
         for e in r.row_errors.iter().take(50) {
-            h.push_str(&format!("<li><code>{}</code></li>", esc(&e.to_string())));
+            let what = match &e.column {
+                Some(c) => format!("column `{c}`: {}", e.message),
+                None => e.message.clone(),
+            };
+            h.push_str(&format!(
+                "<li><code>{}</code>: {}</li>",
+                esc(&e.at.to_string()),
+                rich(&what)
+            ));
         }
         h.push_str("</ul>");
     }
@@ -254,13 +282,20 @@ fn latency_chart(jobs: &[JobReport]) -> String {
         }
         if let Some(p95) = j.metrics.latency_p95_s {
             let x = x_of(p95 * 1000.0);
+            let label = format!("p95 {}", crate::audit::human_secs(p95));
+            // Right of the line, or left of it when the label would run past the edge
+            // (about 6.5 px per character at 11 px).
+            let (lx, anchor) = if x + 3.0 + label.chars().count() as f64 * 6.5 > w {
+                (x - 3.0, "end")
+            } else {
+                (x + 3.0, "start")
+            };
             s.push_str(&format!(
-                "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#cf222e\" stroke-dasharray=\"3 2\"/><text x=\"{:.1}\" y=\"{:.1}\">p95 {}</text>",
+                "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#cf222e\" stroke-dasharray=\"3 2\"/><text x=\"{lx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
                 y0 + 2.0,
                 y0 + row_h - 10.0,
-                x + 3.0,
                 y0 + 10.0,
-                esc(&crate::audit::human_secs(p95))
+                esc(&label)
             ));
         }
     }

@@ -8,13 +8,43 @@ fn esc(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
+/// `s` as one code span, fenced with one backtick more than the longest run inside it
+/// (and padded when it starts or ends with one), so no text can break out of it.
+fn code(s: &str) -> String {
+    let s = s.replace('\n', " ");
+    let mut longest = 0;
+    let mut run = 0;
+    for c in s.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    if longest > 0 {
+        format!("{fence} {s} {fence}")
+    } else {
+        format!("{fence}{s}{fence}")
+    }
+}
+
+/// Message text: its code spans kept, a stray backtick (from a value) escaped so it cannot
+/// open a span that swallows the rest of the line.
+fn text(s: &str) -> String {
+    let s = esc(s);
+    if s.matches('`').count().is_multiple_of(2) {
+        s
+    } else {
+        s.replace('`', "\\`")
+    }
+}
+
 pub fn render(r: &AuditResult) -> String {
     let t = &r.totals;
     let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
     let mut out = format!(
-        "# Batch audit: {} to {}\n\n{}\n\n",
-        r.from,
-        r.to,
+        "# Batch audit: {} to {}\n\nTimes in {}.\n\n{}\n\n",
+        r.when(r.from),
+        r.when(r.to),
+        r.zone_name(),
         if e + w == 0 {
             "**Clean**: every due slot ran exactly once and every output was applied once."
                 .to_owned()
@@ -44,8 +74,8 @@ pub fn render(r: &AuditResult) -> String {
     for j in &r.jobs {
         let m = &j.metrics;
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} | {} | {} |\n",
-            esc(&j.job),
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} | {} | {} |\n",
+            esc(&code(&j.job)),
             m.expected,
             m.succeeded,
             m.missed,
@@ -73,8 +103,8 @@ pub fn render(r: &AuditResult) -> String {
         out.push_str("\n## Findings\n");
         for (job, fs) in by_job(r) {
             out.push_str(&format!(
-                "\n### `{}` ({})\n\n| | code | slot | message |\n|---|---|---|---|\n",
-                esc(job),
+                "\n### {} ({})\n\n| | code | slot | message |\n|---|---|---|---|\n",
+                code(job),
                 fs.len()
             ));
             for f in fs {
@@ -86,8 +116,8 @@ pub fn render(r: &AuditResult) -> String {
                     "| {icon} | {} `{}` | {} | {} |\n",
                     f.code,
                     f.name,
-                    f.scheduled_at.map(|t| t.to_string()).unwrap_or_default(),
-                    esc(&f.message)
+                    f.scheduled_at.map(|t| r.when(t)).unwrap_or_default(),
+                    text(&f.message)
                 ));
             }
         }
@@ -101,12 +131,17 @@ pub fn render(r: &AuditResult) -> String {
         r.input.rows_outside_window
     ));
     for e in r.row_errors.iter().take(20) {
-        out.push_str(&format!("- `{}`\n", esc(&e.to_string())));
+        // The location as code, the message as text: it has code spans of its own.
+        let what = match &e.column {
+            Some(c) => format!("column {}: {}", code(c), e.message),
+            None => e.message.clone(),
+        };
+        out.push_str(&format!("- {}: {}\n", code(&e.at.to_string()), text(&what)));
     }
     if !r.skipped.is_empty() {
         out.push_str("\n## Checks not run\n\n");
         for s in &r.skipped {
-            out.push_str(&format!("- {}: {}\n", s.codes.join(", "), esc(&s.reason)));
+            out.push_str(&format!("- {}: {}\n", s.codes.join(", "), text(&s.reason)));
         }
     }
     out

@@ -118,10 +118,11 @@ pub fn render(r: &AuditResult, color: bool) -> String {
         }
     };
     let mut out = format!(
-        "{} {} .. {}\n{} rows read, {} rejected, {} outside the window\n\n",
+        "{} {} .. {} (times in {})\n{} rows read, {} rejected, {} outside the window\n\n",
         paint("1", "batchguard audit"),
-        r.from,
-        r.to,
+        r.when(r.from),
+        r.when(r.to),
+        r.zone_name(),
         r.input.rows_read,
         r.input.rows_rejected,
         r.input.rows_outside_window
@@ -172,5 +173,28 @@ pub fn render(r: &AuditResult, color: bool) -> String {
         super::plural(w, "warning"),
         super::plural(r.jobs.len(), "job")
     ));
+    out
+}
+
+/// Manifest jobs the audit cannot evaluate, each shown as lint shows its finding (the same
+/// rule, place and help), then one line saying why the audit stopped.
+pub fn render_not_evaluable(e: &crate::audit::manifests::NotEvaluable, color: bool) -> String {
+    use miette::{GraphicalReportHandler, GraphicalTheme};
+    let theme = if color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_links(false)
+        .with_width(100);
+    let mut out = String::new();
+    for p in &e.problems {
+        if handler.render_report(&mut out, p).is_err() {
+            out.push_str(&format!("{p}\n"));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("error: {}\n", e.message));
     out
 }
