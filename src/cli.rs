@@ -98,6 +98,10 @@ pub struct SlotsArgs {
     /// End of the window (RFC 3339, excluded).
     #[arg(long, value_parser = parse_timestamp)]
     pub to: jiff::Timestamp,
+    /// Also print, as `# ` lines at their place in the output, each DST change that alters
+    /// what runs (a slot skipped, run late or run twice) and what the dialect does.
+    #[arg(long)]
+    pub annotate: bool,
 }
 
 #[derive(clap::Args, Debug)]
