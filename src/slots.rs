@@ -16,7 +16,7 @@
 use crate::cli::SlotsArgs;
 use crate::lint::rules::bg103_dst_ambiguous_time::{describe, same_clause};
 use crate::lint::rules::bg105_unknown_timezone;
-use crate::lint::{dialect_of, manifest_scheduler};
+use crate::lint::{dialect_of, job_scheduler};
 use crate::manifest::load::{self, closest};
 use crate::manifest::model::Field;
 use crate::schedule::{Dialect, DstAction, DstEffect, Schedule, format_slot};
@@ -179,7 +179,7 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
         Field::Ok(z) => zone(&z.value)?,
         Field::Invalid => return Err(fail(format!("job `{job}` has an invalid `timezone`"))),
     };
-    let schedule = parse(expr, dialect_of(manifest_scheduler(&loaded.manifest)))?;
+    let schedule = parse(expr, dialect_of(job_scheduler(&loaded.manifest, found)))?;
     let note = (found.enabled.value() == Some(&false)).then(|| {
         format!("note: job `{job}` is disabled (enabled: false); these are the slots it would run")
     });
