@@ -2,6 +2,7 @@
 //! Rules never print and reports never decide: this module returns findings only.
 
 pub mod cross;
+pub mod placeholder;
 pub mod registry;
 pub mod rule;
 pub mod rules;
@@ -695,6 +696,7 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
     }
     attribute_jobs(&loaded, &file, &mut findings);
     run_job_rules(&loaded, &service, &file, opts, &mut findings);
+    placeholder::mark(&loaded, &file, &service, &mut findings);
     for f in &findings {
         if f.code == rules::bg801_plaintext_secret::PlaintextSecret::META.code {
             file.mask(f.at.span);

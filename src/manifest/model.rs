@@ -43,9 +43,17 @@ impl<T> Field<T> {
     }
 }
 
+/// The value `batchguard init` writes where only a person can know the answer (a lock
+/// TTL, an owner). It reads as absent, so each rule about the missing value fires, and
+/// lint says the value is still this placeholder (`lint::placeholder`).
+pub const INIT_PLACEHOLDER: &str = "TODO(batchguard init)";
+
 impl<T: FromNode> Field<T> {
     pub fn load(node: &Node, cx: &mut LoadCx) -> Field<T> {
         if matches!(node.value, Value::Null) {
+            return Field::Absent;
+        }
+        if matches!(&node.value, Value::Str(s) if s == INIT_PLACEHOLDER) {
             return Field::Absent;
         }
         match T::from_node(node, cx) {
