@@ -141,6 +141,7 @@ pub fn mark(loaded: &Loaded, file: &SourceFile, service: &str, findings: &mut Ve
             claimed.push(span);
         }
     }
+    merge_shared(findings, &claimed);
     let Some(meta) = registry::find("BG003") else {
         return;
     };
@@ -186,6 +187,44 @@ pub fn mark(loaded: &Loaded, file: &SourceFile, service: &str, findings: &mut Ve
             suppressed: None,
         });
     }
+}
+
+/// One placeholder under `defaults` stands for a value of every job: one finding per rule
+/// and placeholder, naming the other jobs, instead of one per job.
+fn merge_shared(findings: &mut Vec<Finding>, claimed: &[Span]) {
+    let mut others: Vec<((&'static str, Span), Vec<String>)> = Vec::new();
+    let mut keep = Vec::with_capacity(findings.len());
+    for f in findings.drain(..) {
+        let key = (f.code, f.at.span);
+        if !claimed.contains(&f.at.span) {
+            keep.push(f);
+            continue;
+        }
+        match others.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, jobs)) => jobs.push(f.job.clone().unwrap_or_default()),
+            None => {
+                others.push((key, Vec::new()));
+                keep.push(f);
+            }
+        }
+    }
+    for f in &mut keep {
+        let Some((_, jobs)) = others.iter().find(|(k, _)| *k == (f.code, f.at.span)) else {
+            continue;
+        };
+        let names: Vec<String> = jobs.iter().map(|j| format!("`{j}`")).collect();
+        match names.as_slice() {
+            [] => {}
+            [one] => f
+                .message
+                .push_str(&format!(" (it stands for job {one} too)")),
+            [rest @ .., last] => f.message.push_str(&format!(
+                " (it stands for jobs {} and {last} too)",
+                rest.join(", ")
+            )),
+        }
+    }
+    *findings = keep;
 }
 
 #[cfg(test)]
@@ -264,7 +303,7 @@ mod tests {
     }
 
     #[test]
-    fn a_placeholder_in_defaults_is_reported_for_each_job_that_takes_it() {
+    fn a_placeholder_in_defaults_is_reported_where_it_is_written() {
         let yaml = FILLED.replace("      owner: team\n", "").replace(
             "jobs:\n",
             "defaults:\n  runbook:\n    owner: TODO(batchguard init)\njobs:\n",
@@ -281,6 +320,25 @@ mod tests {
         let found = lint(&yaml);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, "BG003", "{found:?}");
+    }
+
+    #[test]
+    fn a_placeholder_in_defaults_is_one_finding_for_every_job() {
+        let job_b = FILLED[FILLED.find("  - name: a").unwrap_or(0)..].replace("name: a", "name: b");
+        let yaml = format!("{FILLED}{job_b}")
+            .replace("      owner: team\n", "")
+            .replace(
+                "jobs:\n",
+                "defaults:\n  runbook:\n    owner: TODO(batchguard init)\njobs:\n",
+            );
+        let found = lint(&yaml);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .2
+                .ends_with("placeholder (it stands for job `b` too)"),
+            "{found:?}"
+        );
     }
 
     #[test]
