@@ -40,6 +40,8 @@ pub enum Command {
     Slots(SlotsArgs),
     /// Draw jobs by service, dependencies, registrations; duplicates and cycles in red.
     Graph(GraphArgs),
+    /// Write a starter manifest for the jobs the tree's CronJobs, PM2 files and crontabs register.
+    Init(InitArgs),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -98,6 +100,29 @@ pub struct SlotsArgs {
     /// End of the window (RFC 3339, excluded).
     #[arg(long, value_parser = parse_timestamp)]
     pub to: jiff::Timestamp,
+    /// Also print, as `# ` lines at their place in the output, each DST change that alters
+    /// what runs (a slot skipped, run late or run twice) and what the dialect does.
+    #[arg(long)]
+    pub annotate: bool,
+}
+
+/// `batchguard init`: a starter manifest from the registrations found under PATHS.
+#[derive(clap::Args, Debug)]
+pub struct InitArgs {
+    /// Files and directories to read, as lint reads them (default: the current directory).
+    pub paths: Vec<PathBuf>,
+    /// Service name (default: the name of the first folder given).
+    #[arg(long)]
+    pub service: Option<String>,
+    /// Write the manifest to FILE instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Replace --out FILE when it exists.
+    #[arg(long, requires = "out")]
+    pub force: bool,
+    /// Config file (default: batchguard.toml found by walking up from the first path).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod finding;
 pub mod graph;
+pub mod init;
 pub mod ledger;
 pub mod lint;
 pub mod manifest;

@@ -55,6 +55,18 @@ fn main() -> ExitCode {
             }
         },
         Command::Graph(args) => graph_cmd(args),
+        Command::Init(args) => {
+            let paths = paths_or_cwd(args.paths.clone());
+            match settings_for(args.config.clone(), &paths).map(|s| batchguard::init::run(&args, s))
+            {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => {
+                    eprintln!("{:?}", miette::Report::new(e));
+                    ExitCode::from(CANNOT_RUN)
+                }
+                Err(code) => code,
+            }
+        }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "batchguard", &mut std::io::stdout());

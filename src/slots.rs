@@ -3,17 +3,23 @@
 //! offset at that instant. A repeated-hour slot that the dialect runs twice is printed
 //! twice, once per offset; a slot the dialect skips is not printed.
 //!
+//! `--annotate` adds, at its place in the stream, one `# ` line for each DST change that
+//! alters what the job runs (a slot skipped, run late, run twice, or once where the
+//! cadence needed two), in BG103's words. Every other line stays an instant, so
+//! `grep -v '^#'` gives back the plain output.
+//!
 //! Output is streamed a day at a time, so a year of a per-second schedule never sits in
 //! memory. Every failure to run (unreadable or broken manifest, unknown job, bad expression,
 //! unknown zone, empty window) is a [`SlotsError`], which `main` renders with miette and
 //! maps to exit code 2.
 
 use crate::cli::SlotsArgs;
+use crate::lint::rules::bg103_dst_ambiguous_time::{describe, same_clause};
 use crate::lint::rules::bg105_unknown_timezone;
-use crate::lint::{dialect_of, manifest_scheduler};
+use crate::lint::{dialect_of, job_scheduler};
 use crate::manifest::load::{self, closest};
 use crate::manifest::model::Field;
-use crate::schedule::{Dialect, Schedule, format_slot};
+use crate::schedule::{Dialect, DstAction, DstEffect, Schedule, format_slot};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use std::io::{self, Write};
@@ -173,7 +179,7 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
         Field::Ok(z) => zone(&z.value)?,
         Field::Invalid => return Err(fail(format!("job `{job}` has an invalid `timezone`"))),
     };
-    let schedule = parse(expr, dialect_of(manifest_scheduler(&loaded.manifest)))?;
+    let schedule = parse(expr, dialect_of(job_scheduler(&loaded.manifest, found)))?;
     let note = (found.enabled.value() == Some(&false)).then(|| {
         format!("note: job `{job}` is disabled (enabled: false); these are the slots it would run")
     });
@@ -188,17 +194,75 @@ pub fn write_slots(
     to: Timestamp,
     out: &mut impl Write,
 ) -> io::Result<u64> {
+    write_annotated(r, from, to, &[], out)
+}
+
+/// A `# ` line about a DST change, and the instant it is printed before: the first instant
+/// the change touches (the late or first run), or the change itself for a skipped slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Annotation {
+    pub at: Timestamp,
+    pub text: String,
+}
+
+/// The DST changes in `[from, to)` that alter what the schedule runs (those BG103 would
+/// report), one line per date, kind and action, in stream order.
+pub fn annotations(r: &Resolved, from: Timestamp, to: Timestamp) -> Vec<Annotation> {
+    let tz = r.schedule.zone(&r.tz);
+    let effects: Vec<DstEffect> = r
+        .schedule
+        .dst_effects(tz, from, to)
+        .into_iter()
+        .filter(|e| !e.ordinary)
+        .collect();
+    let mut out: Vec<Annotation> = effects
+        .chunk_by(same_clause)
+        .map(|group| Annotation {
+            at: group
+                .iter()
+                .map(|e| match e.action {
+                    DstAction::Skipped => e.transition,
+                    DstAction::RunsLate { at }
+                    | DstAction::RunsOnce { at }
+                    | DstAction::AlsoRunsEarly { at } => at,
+                    DstAction::RunsTwice { first, .. } => first,
+                })
+                .min()
+                .unwrap_or(from),
+            text: format!("# {}", describe(group, tz, r.schedule.dialect())),
+        })
+        .collect();
+    out.sort_by_key(|a| a.at);
+    out
+}
+
+/// [`write_slots`], with each annotation written before the first slot at or after its
+/// instant (the ones left at the end of the window after the last slot).
+pub fn write_annotated(
+    r: &Resolved,
+    from: Timestamp,
+    to: Timestamp,
+    notes: &[Annotation],
+    out: &mut impl Write,
+) -> io::Result<u64> {
     let mut n = 0;
+    let mut notes = notes.iter().peekable();
     let mut cursor = from;
     while cursor < to {
         let end = cursor
             .checked_add(SignedDuration::from_hours(24))
             .map_or(to, |e| e.min(to));
         for t in r.schedule.slots(&r.tz, cursor, end) {
+            while let Some(a) = notes.next_if(|a| a.at <= t) {
+                writeln!(out, "{}", a.text)?;
+            }
             writeln!(out, "{}", format_slot(t, r.schedule.zone(&r.tz)))?;
             n += 1;
         }
         cursor = end;
+    }
+    for a in notes {
+        writeln!(out, "{}", a.text)?;
     }
     out.flush()?;
     Ok(n)
@@ -213,7 +277,12 @@ pub fn run(args: &SlotsArgs) -> Result<(), SlotsError> {
     }
     let stdout = io::stdout().lock();
     let mut out = io::BufWriter::with_capacity(64 * 1024, stdout);
-    match write_slots(&r, args.from, args.to, &mut out) {
+    let notes = if args.annotate {
+        annotations(&r, args.from, args.to)
+    } else {
+        Vec::new()
+    };
+    match write_annotated(&r, args.from, args.to, &notes, &mut out) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e.into()),
         Ok(_) => Ok(()),

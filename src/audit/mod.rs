@@ -23,8 +23,7 @@ pub use engine::{Auditor, OutputTally};
 
 use crate::finding::Severity;
 use crate::manifest::load::Loaded;
-use crate::manifest::model::Scheduler;
-use crate::schedule::{Dialect, Schedule};
+use crate::schedule::Schedule;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde::Serialize;
@@ -70,21 +69,14 @@ impl AuditJob {
     }
 }
 
-/// The jobs of one loaded manifest (defaults merged), in the dialect of its deployment
-/// (`deployment.scheduler`, else the platform's default, else `crontab`, as lint does).
+/// The jobs of one loaded manifest (defaults merged), each in the dialect of its
+/// deployment (`jobs[].deployment` over `deployment`: the scheduler, else the platform's
+/// default, else `crontab`, as lint does).
 pub fn jobs_from_manifest(loaded: &Loaded, service: &str) -> Vec<AuditJob> {
-    let deployment = loaded.manifest.deployment.value();
-    let scheduler = deployment
-        .and_then(|d| d.scheduler.value().copied())
-        .or_else(|| {
-            deployment
-                .and_then(|d| d.platform.value())
-                .map(|p| p.default_scheduler())
-        })
-        .unwrap_or(Scheduler::Crontab);
-    let dialect: Dialect = scheduler.as_str().parse().unwrap_or(Dialect::Crontab);
     let mut out = Vec::new();
     for job in &loaded.jobs {
+        // Each job's own deployment over the manifest's (SPEC 2), as lint reads it.
+        let dialect = crate::lint::dialect_of(loaded.manifest.deployment_of(job).scheduler);
         let Some(name) = job.name.value() else {
             continue;
         };

@@ -903,18 +903,7 @@ pub fn manifest_facts(
     service: &str,
     file: &SourceFile,
 ) -> Vec<ManifestJob> {
-    use crate::manifest::model::{Command, Scheduler};
-    let deployment = loaded.manifest.deployment.value();
-    let scheduler = deployment
-        .and_then(|d| d.scheduler.value().copied())
-        .or_else(|| {
-            deployment
-                .and_then(|d| d.platform.value())
-                .map(|p| p.default_scheduler())
-        })
-        .unwrap_or(Scheduler::Crontab);
-    let dialect = scheduler.as_str().parse().unwrap_or(Dialect::Crontab);
-    let instances = deployment.and_then(|d| d.instances.get());
+    use crate::manifest::model::Command;
     let sat = |f: &crate::manifest::model::Field<String>| {
         f.get().map(|s| At {
             value: s.value.clone(),
@@ -927,6 +916,10 @@ pub fn manifest_facts(
         .enumerate()
         .map(|(i, job)| {
             let span = job.name.get().map_or(job.span, |n| n.span);
+            // Each job's own deployment over the manifest's (SPEC 2).
+            let deployment = loaded.manifest.deployment_of(job);
+            let dialect = super::dialect_of(deployment.scheduler);
+            let instances = deployment.instances.as_ref();
             let (command, command_text) = match job.command.value() {
                 Some(Command::Argv(v)) => {
                     let argv: Vec<String> = v.iter().map(|s| s.value.clone()).collect();

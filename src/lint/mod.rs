@@ -2,6 +2,7 @@
 //! Rules never print and reports never decide: this module returns findings only.
 
 pub mod cross;
+pub mod placeholder;
 pub mod registry;
 pub mod rule;
 pub mod rules;
@@ -81,18 +82,11 @@ impl JobCx<'_> {
     }
 }
 
-/// The manifest's cron dialect: `deployment.scheduler`, else the platform's default
-/// (SPEC 4), else `crontab`.
-pub fn manifest_scheduler(manifest: &Manifest) -> Scheduler {
-    let deployment = manifest.deployment.value();
-    deployment
-        .and_then(|d| d.scheduler.value().copied())
-        .or_else(|| {
-            deployment
-                .and_then(|d| d.platform.value())
-                .map(|p| p.default_scheduler())
-        })
-        .unwrap_or(Scheduler::Crontab)
+/// A job's cron dialect: its effective deployment's scheduler (`jobs[].deployment`
+/// over the manifest's `deployment`, SPEC 2), else the platform's default (SPEC 4), else
+/// `crontab`.
+pub fn job_scheduler(manifest: &Manifest, job: &Job) -> Scheduler {
+    manifest.deployment_of(job).scheduler
 }
 
 /// The manifest's dialect word as the schedule engine names it.
@@ -706,6 +700,7 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
     }
     attribute_jobs(&loaded, &file, &mut findings);
     run_job_rules(&loaded, &service, &file, opts, &mut findings);
+    placeholder::mark(&loaded, &file, &service, &mut findings);
     for f in &findings {
         if f.code == rules::bg801_plaintext_secret::PlaintextSecret::META.code {
             file.mask(f.at.span);
@@ -765,9 +760,9 @@ fn run_job_rules(
     out: &mut Vec<Finding>,
 ) {
     let manifest = &loaded.manifest;
-    let scheduler = manifest_scheduler(manifest);
     let ranges = job_ranges(loaded, file);
     for (i, job) in loaded.jobs.iter().enumerate() {
+        let scheduler = job_scheduler(manifest, job);
         let cx = JobCx {
             job,
             manifest,

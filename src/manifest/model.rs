@@ -43,9 +43,17 @@ impl<T> Field<T> {
     }
 }
 
+/// The value `batchguard init` writes where only a person can know the answer (a lock
+/// TTL, an owner). It reads as absent, so each rule about the missing value fires, and
+/// lint says the value is still this placeholder (`lint::placeholder`).
+pub const INIT_PLACEHOLDER: &str = "TODO(batchguard init)";
+
 impl<T: FromNode> Field<T> {
     pub fn load(node: &Node, cx: &mut LoadCx) -> Field<T> {
         if matches!(node.value, Value::Null) {
+            return Field::Absent;
+        }
+        if matches!(&node.value, Value::Str(s) if s == INIT_PLACEHOLDER) {
             return Field::Absent;
         }
         match T::from_node(node, cx) {
@@ -496,6 +504,9 @@ section! {
         replay: Replay,
         /// false keeps the job declared but unscheduled.
         enabled: bool,
+        /// This job's own platform, scheduler or instances, for a service whose jobs run
+        /// on more than one platform: each field given overrides the manifest's.
+        deployment: Deployment,
     }
 }
 
@@ -510,6 +521,43 @@ section! {
         /// Deep-merged into every job; the job's own values win.
         defaults: Job,
         jobs: Vec<Job>,
+    }
+}
+
+/// A job's deployment as it applies (SPEC 2): each field of the job's own `deployment`
+/// (with `defaults.deployment` merged in), else the manifest's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EffectiveDeployment {
+    pub platform: Option<Platform>,
+    /// The job's `scheduler`; else, when the job names its own platform, that platform's
+    /// default (the manifest's scheduler was chosen for the manifest's platform); else the
+    /// manifest's `scheduler`, else its platform's default, else `crontab`.
+    pub scheduler: Scheduler,
+    /// The `instances` that applies, with the span of the value that set it.
+    pub instances: Option<Sp<u64>>,
+}
+
+impl Manifest {
+    /// The deployment that applies to `job` (a job of this manifest, defaults merged).
+    pub fn deployment_of(&self, job: &Job) -> EffectiveDeployment {
+        let own = job.deployment.value();
+        let top = self.deployment.value();
+        let own_platform = own.and_then(|d| d.platform.value().copied());
+        let top_platform = top.and_then(|d| d.platform.value().copied());
+        let scheduler = own
+            .and_then(|d| d.scheduler.value().copied())
+            .or_else(|| own_platform.map(Platform::default_scheduler))
+            .or_else(|| top.and_then(|d| d.scheduler.value().copied()))
+            .or_else(|| top_platform.map(Platform::default_scheduler))
+            .unwrap_or(Scheduler::Crontab);
+        EffectiveDeployment {
+            platform: own_platform.or(top_platform),
+            scheduler,
+            instances: own
+                .and_then(|d| d.instances.get())
+                .or_else(|| top.and_then(|d| d.instances.get()))
+                .cloned(),
+        }
     }
 }
 

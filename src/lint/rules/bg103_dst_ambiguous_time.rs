@@ -71,11 +71,7 @@ impl Rule for DstAmbiguousTime {
             return;
         }
         let parts: Vec<String> = effects
-            .chunk_by(|a, b| {
-                a.local.date() == b.local.date()
-                    && a.kind == b.kind
-                    && std::mem::discriminant(&a.action) == std::mem::discriminant(&b.action)
-            })
+            .chunk_by(same_clause)
             .map(|g| describe(g, tz, cx.dialect()))
             .collect();
         out.emit(
@@ -91,8 +87,16 @@ impl Rule for DstAmbiguousTime {
     }
 }
 
-/// One group of effects (same date, same kind, same action) as a clause.
-fn describe(group: &[DstEffect], tz: &TimeZone, dialect: Dialect) -> String {
+/// Effects told in one clause: same date, same kind, same action.
+pub fn same_clause(a: &DstEffect, b: &DstEffect) -> bool {
+    a.local.date() == b.local.date()
+        && a.kind == b.kind
+        && std::mem::discriminant(&a.action) == std::mem::discriminant(&b.action)
+}
+
+/// One group of effects (same date, same kind, same action) as a clause; `slots
+/// --annotate` prints the same words.
+pub fn describe(group: &[DstEffect], tz: &TimeZone, dialect: Dialect) -> String {
     let Some(first) = group.first() else {
         return String::new();
     };
