@@ -251,10 +251,12 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     if let Some(zone) = &src.crontab_timezone
         && jiff::tz::TimeZone::get(zone).is_err()
     {
-        return Err(bad(
+        let mut err = bad(
             format!("sources.crontab_timezone: `{zone}` is not an IANA time zone name"),
             zone,
-        ));
+        );
+        err.help = crate::manifest::zone::help(zone).or(err.help);
+        return Err(err);
     }
     Ok(Settings {
         config,

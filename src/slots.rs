@@ -9,7 +9,6 @@
 //! maps to exit code 2.
 
 use crate::cli::SlotsArgs;
-use crate::lint::rules::bg105_unknown_timezone;
 use crate::lint::{dialect_of, manifest_scheduler};
 use crate::manifest::load::{self, closest};
 use crate::manifest::model::Field;
@@ -125,7 +124,7 @@ fn parse(expr: &str, dialect: Dialect) -> Result<Schedule, SlotsError> {
 fn zone(name: &str) -> Result<TimeZone, SlotsError> {
     TimeZone::get(name).map_err(|_| SlotsError::UnknownZone {
         zone: name.to_owned(),
-        help: bg105_unknown_timezone::suggest(name).map(|s| format!("did you mean `{s}`?")),
+        help: crate::manifest::zone::help(name),
     })
 }
 

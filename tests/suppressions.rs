@@ -21,7 +21,8 @@ fn codes(f: &[Finding]) -> Vec<&str> {
 
 #[test]
 fn a_file_with_a_yaml_error_reports_no_unused_suppression() {
-    let text = "version: 1\njobs:\n  - name: a # batchguard: allow BG201 -- legacy\n    schedule: [\n";
+    let text =
+        "version: 1\njobs:\n  - name: a # batchguard: allow BG201 -- legacy\n    schedule: [\n";
     let f = lint(text.as_bytes());
     assert_eq!(codes(&f), ["BG001"], "{f:?}");
 }
