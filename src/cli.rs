@@ -230,12 +230,17 @@ fn timestamp_problem(s: &str) -> Option<String> {
         return Some(range());
     }
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i16>().ok();
-    let (Some(year), Some(month), Some(day)) = (num(0..4), num(5..7), num(8..10)) else {
-        return None;
+    let shaped = s.get(4..5) == Some("-")
+        && s.get(7..8) == Some("-")
+        && s.get(..10).is_some_and(|d| !d.contains('+'));
+    let (Some(year), Some(month), Some(day), true) = (num(0..4), num(5..7), num(8..10), shaped)
+    else {
+        // Not even a date: jiff's account of the first bad character would not help.
+        return (!s.starts_with(|c: char| c.is_ascii_digit())).then(|| {
+            "not an RFC 3339 instant: write a date, a time and an offset, as in 2026-03-01T02:00:00Z"
+                .to_owned()
+        });
     };
-    if s.get(4..5) != Some("-") || s.get(7..8) != Some("-") || s.get(..10)?.contains('+') {
-        return None;
-    }
     let Some(name) = usize::try_from(month - 1).ok().and_then(|m| MONTHS.get(m)) else {
         return Some(format!(
             "the date does not exist: there is no month {month:02} (01-12)"

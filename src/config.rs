@@ -157,7 +157,7 @@ impl Settings {
 /// A config problem, with the span in the file when there is one (rendered by miette).
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[error("{message}")]
-#[diagnostic(code(batchguard::config))]
+#[diagnostic()]
 pub struct ConfigError {
     pub message: String,
     #[source_code]
@@ -189,13 +189,22 @@ pub fn discover(start: &Path) -> Option<PathBuf> {
 pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, Box<ConfigError>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Box::new(ConfigError {
-            message: format!("cannot read config {}: {e}", path.display()),
+            message: format!(
+                "cannot read config {}: {}",
+                path.display(),
+                crate::source::io_reason(&e)
+            ),
             src: None,
             span: None,
             help: None,
         })
     })?;
-    let named = || miette::NamedSource::new(path.display().to_string(), text.clone());
+    // Shown as the user would type it: relative to the current directory when under it.
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf());
+    let named = || miette::NamedSource::new(shown.display().to_string(), text.clone());
     let config: Config = toml::from_str(&text).map_err(|e| {
         Box::new(ConfigError {
             message: format!("invalid config: {}", e.message()),
@@ -215,10 +224,12 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     };
     for key in config.rules.keys() {
         if !known_rule(key) {
-            return Err(bad(
+            let mut err = bad(
                 format!("`{key}` in [rules] is not a rule code or name"),
                 key,
-            ));
+            );
+            err.help = Some("`batchguard rules` lists every rule code and name".into());
+            return Err(err);
         }
     }
     let t = &config.thresholds;

@@ -507,7 +507,7 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         .candidates
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
-            Err(e) => Err((c.path.clone(), e.to_string())),
+            Err(e) => Err((c.path.clone(), crate::source::io_reason(&e))),
             Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs)),
         })
         .collect();
