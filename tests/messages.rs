@@ -290,3 +290,12 @@ message!(
         ("batchguard.toml", QUIET)
     ]
 );
+
+#[test]
+fn instants_that_cannot_be_are_said_so() {
+    let leap = run(&["lint", "--now", "2026-02-29"], &[]);
+    assert!(leap.contains("February 2026 has 28 days"), "{leap}");
+    let far = run(&["lint", "--now", "9999-12-31T23:59:59Z"], &[]);
+    assert!(far.contains("out of range"), "{far}");
+    assert!(!far.contains("RFC 3339"), "{far}");
+}
