@@ -261,12 +261,79 @@ pub enum SchemaKind {
     Ledger,
 }
 
+/// An RFC 3339 instant. clap prints the value before the message, so the message says
+/// only what is wrong with it: a date that does not exist, a date without a time or an
+/// offset, an instant outside the range batchguard can count in.
 fn parse_timestamp(s: &str) -> Result<jiff::Timestamp, String> {
     s.parse::<jiff::Timestamp>().map_err(|e| {
-        if crate::ledger::time::has_offset_shape(s.trim()) {
-            crate::ledger::time::out_of_range(s.trim(), &e)
-        } else {
+        timestamp_problem(s).unwrap_or_else(|| {
             format!("not an RFC 3339 instant with an offset (2026-03-01T02:00:00Z): {e}")
-        }
+        })
     })
+}
+
+fn timestamp_problem(s: &str) -> Option<String> {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let range = || {
+        format!(
+            "out of range: instants run from {} to {}",
+            jiff::Timestamp::MIN,
+            jiff::Timestamp::from_second(jiff::Timestamp::MAX.as_second())
+                .unwrap_or(jiff::Timestamp::MAX)
+        )
+    };
+    let year_digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if year_digits > 4 && s.as_bytes().get(year_digits) == Some(&b'-') {
+        return Some(range());
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i16>().ok();
+    let shaped = s.get(4..5) == Some("-")
+        && s.get(7..8) == Some("-")
+        && s.get(..10).is_some_and(|d| !d.contains('+'));
+    let (Some(year), Some(month), Some(day), true) = (num(0..4), num(5..7), num(8..10), shaped)
+    else {
+        // Not even a date: jiff's account of the first bad character would not help.
+        return (!s.starts_with(|c: char| c.is_ascii_digit())).then(|| {
+            "not an RFC 3339 instant: write a date, a time and an offset, as in 2026-03-01T02:00:00Z"
+                .to_owned()
+        });
+    };
+    let Some(name) = usize::try_from(month - 1).ok().and_then(|m| MONTHS.get(m)) else {
+        return Some(format!(
+            "the date does not exist: there is no month {month:02} (01-12)"
+        ));
+    };
+    let days = jiff::civil::date(year, month as i8, 1).days_in_month();
+    if day < 1 || day > i16::from(days) {
+        return Some(format!(
+            "the date does not exist: {name} {year} has {days} days"
+        ));
+    }
+    let date = &s[..10];
+    let pieces = jiff::fmt::temporal::Pieces::parse(s).ok()?;
+    if pieces.time().is_none() {
+        return Some(format!(
+            "a date alone is not an instant: add a time and an offset, as in {date}T00:00:00Z (midnight UTC) or {date}T00:00:00+09:00"
+        ));
+    }
+    if pieces.offset().is_none() {
+        let local = pieces.date().to_datetime(pieces.time().unwrap_or_default());
+        return Some(format!(
+            "no offset: add Z for UTC or the offset meant, as in {local}Z or {local}+09:00"
+        ));
+    }
+    Some(range())
 }

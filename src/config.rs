@@ -185,13 +185,22 @@ fn rule_key_at(text: &str, key: &str) -> Option<usize> {
 pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, Box<ConfigError>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Box::new(ConfigError {
-            message: format!("cannot read config {}: {e}", path.display()),
+            message: format!(
+                "cannot read config {}: {}",
+                path.display(),
+                crate::source::io_reason(&e)
+            ),
             src: None,
             span: None,
             help: None,
         })
     })?;
-    let named = || miette::NamedSource::new(path.display().to_string(), text.clone());
+    // Shown as the user would type it: relative to the current directory when under it.
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf());
+    let named = || miette::NamedSource::new(shown.display().to_string(), text.clone());
     let mut config: Config = toml::from_str(&text).map_err(|e| {
         Box::new(ConfigError {
             message: format!("invalid config: {}", e.message()),
@@ -211,10 +220,12 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     };
     for key in config.rules.keys() {
         if !known_rule(key) {
-            return Err(bad(
+            let mut err = bad(
                 format!("`{key}` in [rules] is not a rule code or name"),
                 key,
-            ));
+            );
+            err.help = Some("`batchguard rules` lists every rule code and name".into());
+            return Err(err);
         }
     }
     // One entry per rule, keyed by its code: `AU106` and `latency-breach` both set is a
@@ -268,10 +279,12 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     if let Some(zone) = &src.crontab_timezone
         && jiff::tz::TimeZone::get(zone).is_err()
     {
-        return Err(bad(
+        let mut err = bad(
             format!("sources.crontab_timezone: `{zone}` is not an IANA time zone name"),
             zone,
-        ));
+        );
+        err.help = crate::manifest::zone::help(zone).or(err.help);
+        return Err(err);
     }
     Ok(Settings {
         config,

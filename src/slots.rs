@@ -15,7 +15,6 @@
 
 use crate::cli::SlotsArgs;
 use crate::lint::rules::bg103_dst_ambiguous_time::{describe, same_clause};
-use crate::lint::rules::bg105_unknown_timezone;
 use crate::lint::{dialect_of, job_scheduler};
 use crate::manifest::load::{self, closest};
 use crate::manifest::model::Field;
@@ -29,7 +28,7 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 pub enum SlotsError {
     #[error("`{expr}` is not a valid {dialect} schedule: {message}")]
-    #[diagnostic(code(batchguard::slots::schedule))]
+    #[diagnostic()]
     BadSchedule {
         expr: String,
         dialect: Dialect,
@@ -41,15 +40,17 @@ pub enum SlotsError {
         #[help]
         help: Option<String>,
     },
-    #[error("`{zone}` is not an IANA time zone name")]
-    #[diagnostic(code(batchguard::slots::timezone))]
+    #[error("{place}`{zone}` is not an IANA time zone name")]
+    #[diagnostic()]
     UnknownZone {
+        /// Where the name was written (`path: job `x`: `), empty for --timezone.
+        place: String,
         zone: String,
         #[help]
         help: Option<String>,
     },
     #[error("{path}: no job named `{job}`")]
-    #[diagnostic(code(batchguard::slots::job))]
+    #[diagnostic()]
     UnknownJob {
         path: String,
         job: String,
@@ -57,13 +58,13 @@ pub enum SlotsError {
         help: String,
     },
     #[error("{path}: {message}")]
-    #[diagnostic(
-        code(batchguard::slots::manifest),
-        help("`batchguard lint {path}` shows every problem in the file")
-    )]
+    #[diagnostic(help("`batchguard lint {path}` shows every problem in the file"))]
     Manifest { path: String, message: String },
+    #[error("cannot read {path}: {why}")]
+    #[diagnostic()]
+    Unreadable { path: String, why: String },
     #[error("--from {from} is not before --to {to}: the window [from, to) is empty")]
-    #[diagnostic(code(batchguard::slots::window))]
+    #[diagnostic()]
     EmptyWindow { from: Timestamp, to: Timestamp },
     #[error("cannot write the slots: {0}")]
     Write(#[from] io::Error),
@@ -95,7 +96,7 @@ pub fn resolve(args: &SlotsArgs) -> Result<Resolved, SlotsError> {
     };
     let tz = match args.timezone.as_deref() {
         None => TimeZone::UTC,
-        Some(z) => zone(z)?,
+        Some(z) => zone(z, String::new())?,
     };
     Ok(Resolved {
         schedule: parse(expr, dialect)?,
@@ -128,10 +129,11 @@ fn parse(expr: &str, dialect: Dialect) -> Result<Schedule, SlotsError> {
     })
 }
 
-fn zone(name: &str) -> Result<TimeZone, SlotsError> {
+fn zone(name: &str, place: String) -> Result<TimeZone, SlotsError> {
     TimeZone::get(name).map_err(|_| SlotsError::UnknownZone {
+        place,
         zone: name.to_owned(),
-        help: bg105_unknown_timezone::suggest(name).map(|s| format!("did you mean `{s}`?")),
+        help: crate::manifest::zone::help(name),
     })
 }
 
@@ -141,7 +143,10 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
         path: shown.clone(),
         message,
     };
-    let bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| SlotsError::Unreadable {
+        path: shown.clone(),
+        why: crate::source::io_reason(&e),
+    })?;
     let (_, loaded) = load::load(&bytes);
     if loaded.root.is_none() {
         let why = loaded
@@ -176,7 +181,7 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
     };
     let tz = match &found.timezone {
         Field::Absent => TimeZone::UTC,
-        Field::Ok(z) => zone(&z.value)?,
+        Field::Ok(z) => zone(&z.value, format!("{shown}: job `{job}`: "))?,
         Field::Invalid => return Err(fail(format!("job `{job}` has an invalid `timezone`"))),
     };
     let schedule = parse(expr, dialect_of(job_scheduler(&loaded.manifest, found)))?;

@@ -99,6 +99,25 @@ impl SourceFile {
     }
 }
 
+/// Why a file could not be read, in words: the kind of failure without the operating
+/// system's error number ("no such file or directory", not "... (os error 2)").
+pub fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => "no such file or directory".to_owned(),
+        K::PermissionDenied => "permission denied".to_owned(),
+        K::IsADirectory => "it is a directory".to_owned(),
+        K::InvalidData => "it is not UTF-8 text".to_owned(),
+        _ => {
+            let s = e.to_string();
+            match s.find(" (os error") {
+                Some(i) => s[..i].to_owned(),
+                None => s,
+            }
+        }
+    }
+}
+
 /// Every literal masked in a run's files: reports pass each message through it, so no
 /// output can print a secret, whichever rule wrote the message and whichever file it
 /// quotes (SPEC 9).

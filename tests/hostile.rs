@@ -160,3 +160,26 @@ fn unknown_keys_suggest_and_duplicates_point_at_both() {
     assert_eq!(dup.related.len(), 1);
     assert!(dup.related[0].at.span.start < dup.at.span.start);
 }
+
+#[test]
+fn a_tab_in_the_indentation_is_said_so_on_the_tab() {
+    for text in [
+        "version: 1\njobs:\n\t- name: a\n",
+        "version: 1\njobs:\n  - name: a\n\tschedule: \"0 * * * *\"\n",
+        "version: 1\njobs:\n  - name: a\n    lock:\n    \tttl: 5m\n",
+    ] {
+        let f = lint(text.as_bytes());
+        let bad = f.iter().find(|f| f.code == "BG001").expect("BG001");
+        assert!(
+            bad.message
+                .contains("indent with spaces, not tabs (YAML forbids tabs for indentation)"),
+            "{}",
+            bad.message
+        );
+        assert_eq!(
+            &text[bad.at.span.start..bad.at.span.end()],
+            "\t",
+            "{text:?}"
+        );
+    }
+}

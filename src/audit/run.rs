@@ -73,21 +73,21 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     if o.from >= o.to {
         return Err(CannotRun(format!("--from {} is not before --to {}", o.from, o.to)).into());
     }
+    // One did-you-mean for zones everywhere (abbreviations like KST name their IANA zone).
+    let zone = |flag: &str, z: &str| {
+        jiff::tz::TimeZone::get(z).map_err(|_| {
+            let hint = crate::manifest::zone::help(z)
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default();
+            CannotRun(format!("{flag} `{z}` is not an IANA time zone name{hint}"))
+        })
+    };
     let assume_tz = match &o.assume_tz {
         None => None,
-        Some(z) => Some(
-            jiff::tz::TimeZone::get(z).map_err(|e| CannotRun(format!("--assume-tz `{z}`: {e}")))?,
-        ),
+        Some(z) => Some(zone("--assume-tz", z)?),
     };
     let report_tz = match (&o.timezone, o.from_offset) {
-        (Some(z), _) => jiff::tz::TimeZone::get(z).map_err(|_| {
-            let hint = crate::lint::rules::bg105_unknown_timezone::suggest(z)
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
-            AuditError::CannotRun(format!(
-                "--timezone `{z}` is not an IANA time zone name{hint}"
-            ))
-        })?,
+        (Some(z), _) => zone("--timezone", z)?,
         (None, Some(off)) => jiff::tz::TimeZone::fixed(off),
         (None, None) => jiff::tz::TimeZone::UTC,
     };

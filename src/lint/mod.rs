@@ -505,7 +505,7 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         .candidates
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
-            Err(e) => Err((c.path.clone(), e.to_string())),
+            Err(e) => Err((c.path.clone(), crate::source::io_reason(&e))),
             Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs)),
         })
         .collect();
@@ -646,7 +646,15 @@ pub fn lint_bytes(
 /// Lints one manifest's bytes, keeping the facts the cross-file rules need.
 pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
     let (text, loaded) = load::load(bytes);
-    let text = text.unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
+    // A file over the size limit is not looked at at all (one BG006); text that is not
+    // UTF-8 is still shown, lossily, around the first bad byte.
+    let text = text.unwrap_or_else(|| {
+        if bytes.len() > load::MAX_FILE_BYTES {
+            String::new()
+        } else {
+            String::from_utf8_lossy(bytes).into_owned()
+        }
+    });
     let mut file = SourceFile::new(path.to_path_buf(), display_path(path), text);
     let mut findings = Vec::new();
     let service = loaded.manifest.service_name(path);
@@ -801,11 +809,18 @@ fn run_job_rules(
 }
 
 /// Marks suppressed findings, reports BG901/BG902, applies configured severities.
+///
+/// Suppressions are judged only in a file that was read whole: after a syntax error
+/// (BG001) or a limit (BG006) the rules did not run, so every suppression would look unused.
 pub(crate) fn apply_suppressions(
     file: &SourceFile,
     findings: Vec<Finding>,
     settings: &Settings,
 ) -> Vec<Finding> {
+    let unread = findings.iter().any(|f| {
+        f.code == rules::bg001_yaml_syntax::YamlSyntax::META.code
+            || f.code == rules::bg006_input_limit::InputLimit::META.code
+    });
     let mut sups = suppress::scan(&file.text);
     let mut out = Vec::with_capacity(findings.len());
     for mut f in findings {
@@ -822,7 +837,7 @@ pub(crate) fn apply_suppressions(
         }
         out.push(f);
     }
-    for s in &sups {
+    for s in sups.iter().filter(|_| !unread) {
         let meta_901 = &rules::bg901_suppression_without_reason::SuppressionWithoutReason::META;
         let meta_902 = &rules::bg902_unused_suppression::UnusedSuppression::META;
         if s.reason.is_none() {

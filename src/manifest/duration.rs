@@ -12,7 +12,11 @@ pub enum DurationError {
     Negative,
     /// A number with no unit, e.g. `600`.
     NoUnit,
-    BadUnit(char),
+    /// A unit outside s, m, h, d, as written (`min`), with the number before it.
+    BadUnit {
+        unit: String,
+        number: u64,
+    },
     Malformed,
     Overflow,
 }
@@ -23,13 +27,38 @@ impl fmt::Display for DurationError {
             DurationError::Empty => f.write_str("an empty duration"),
             DurationError::Negative => f.write_str("a negative duration"),
             DurationError::NoUnit => f.write_str("a number without a unit (s, m, h or d)"),
-            DurationError::BadUnit(c) => write!(f, "unknown unit `{c}` (use s, m, h or d)"),
+            DurationError::BadUnit { unit, number } => {
+                write!(f, "not a duration: unknown unit `{unit}`")?;
+                match replacement(unit) {
+                    Some(("s", 0)) => f.write_str(", durations count whole seconds (use s)"),
+                    Some((to, factor)) => {
+                        let n = number.saturating_mul(factor);
+                        write!(f, ", use `{to}` ({n}{to})")
+                    }
+                    None => f.write_str(" (use s, m, h or d)"),
+                }
+            }
             DurationError::Malformed => {
                 f.write_str("not a duration (numbers with units s, m, h, d, such as 1h30m)")
             }
             DurationError::Overflow => f.write_str("a duration too large to represent"),
         }
     }
+}
+
+/// The unit to write instead of one people often use, and how many of it make one of
+/// theirs (`2w` is `14d`); a factor of 0 marks a unit finer than the second.
+fn replacement(unit: &str) -> Option<(&'static str, u64)> {
+    let u = unit.to_ascii_lowercase();
+    Some(match u.as_str() {
+        "s" | "sec" | "secs" | "second" | "seconds" => ("s", 1),
+        "m" | "min" | "mins" | "minute" | "minutes" => ("m", 1),
+        "h" | "hr" | "hrs" | "hour" | "hours" => ("h", 1),
+        "d" | "day" | "days" => ("d", 1),
+        "w" | "wk" | "wks" | "week" | "weeks" => ("d", 7),
+        "ms" | "msec" | "millisecond" | "milliseconds" | "us" | "µs" | "ns" => ("s", 0),
+        _ => return None,
+    })
 }
 
 impl Duration {
@@ -43,7 +72,8 @@ impl Duration {
         }
         let mut total: u64 = 0;
         let mut num: Option<u64> = None;
-        for c in s.chars() {
+        let mut chars = s.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
             if let Some(d) = c.to_digit(10) {
                 let n = num.unwrap_or(0);
                 num = Some(
@@ -53,13 +83,25 @@ impl Duration {
                 );
                 continue;
             }
-            let unit = match c {
-                's' => 1,
-                'm' => 60,
-                'h' => 3600,
-                'd' => 86_400,
-                c if c.is_alphabetic() => return Err(DurationError::BadUnit(c)),
-                _ => return Err(DurationError::Malformed),
+            if !c.is_alphabetic() {
+                return Err(DurationError::Malformed);
+            }
+            // The whole word as written: `10min` names `min`, not its `i`.
+            let mut end = i + c.len_utf8();
+            while let Some((j, n)) = chars.next_if(|(_, n)| n.is_alphabetic()) {
+                end = j + n.len_utf8();
+            }
+            let unit = match &s[i..end] {
+                "s" => 1,
+                "m" => 60,
+                "h" => 3600,
+                "d" => 86_400,
+                word => {
+                    return Err(DurationError::BadUnit {
+                        unit: word.to_owned(),
+                        number: num.unwrap_or(0),
+                    });
+                }
             };
             let n = num.take().ok_or(DurationError::Malformed)?;
             total = n
@@ -119,7 +161,47 @@ mod tests {
     fn refuses_bad_forms() {
         assert_eq!(Duration::parse("600"), Err(DurationError::NoUnit));
         assert_eq!(Duration::parse("-5m"), Err(DurationError::Negative));
-        assert_eq!(Duration::parse("5x"), Err(DurationError::BadUnit('x')));
+        let unit = |text: &str| Duration::parse(text).unwrap_err().to_string();
+        assert_eq!(
+            unit("5x"),
+            "not a duration: unknown unit `x` (use s, m, h or d)"
+        );
+        assert_eq!(
+            unit("10min"),
+            "not a duration: unknown unit `min`, use `m` (10m)"
+        );
+        assert_eq!(
+            unit("30sec"),
+            "not a duration: unknown unit `sec`, use `s` (30s)"
+        );
+        assert_eq!(
+            unit("2hr"),
+            "not a duration: unknown unit `hr`, use `h` (2h)"
+        );
+        assert_eq!(
+            unit("1h30mins"),
+            "not a duration: unknown unit `mins`, use `m` (30m)"
+        );
+        assert_eq!(
+            unit("3hours"),
+            "not a duration: unknown unit `hours`, use `h` (3h)"
+        );
+        assert_eq!(
+            unit("2days"),
+            "not a duration: unknown unit `days`, use `d` (2d)"
+        );
+        assert_eq!(
+            unit("2w"),
+            "not a duration: unknown unit `w`, use `d` (14d)"
+        );
+        assert_eq!(
+            unit("500ms"),
+            "not a duration: unknown unit `ms`, durations count whole seconds (use s)"
+        );
+        assert_eq!(
+            unit("10M"),
+            "not a duration: unknown unit `M`, use `m` (10m)"
+        );
         assert_eq!(Duration::parse("m"), Err(DurationError::Malformed));
         assert_eq!(Duration::parse(""), Err(DurationError::Empty));
         assert_eq!(

@@ -5,3 +5,4 @@ pub mod load;
 pub mod model;
 pub mod template;
 pub mod yaml;
+pub mod zone;

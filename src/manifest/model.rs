@@ -292,7 +292,7 @@ impl FromNode for Command {
                 Some(Command::Argv(argv))
             }
             _ => {
-                cx.wrong_type(node, "an argv list such as [\"node\", \"jobs/settle.js\"]");
+                cx.wrong_type(node, "an argv list such as [\"program\", \"arg\"]");
                 None
             }
         }

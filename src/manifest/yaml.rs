@@ -174,6 +174,11 @@ pub fn classify_error(err: &serde_saphyr::Error) -> (&'static str, String, &'sta
             format!("input limit exceeded: {msg}"),
             "manifests are small: remove the deep nesting or the aliases that expand exponentially",
         ),
+        _ if is_tab_error(&msg) => (
+            "BG001",
+            "a tab in the indentation: indent with spaces, not tabs (YAML forbids tabs for indentation)".to_owned(),
+            "replace the tab with spaces, as many as the lines around it use",
+        ),
         E::MultipleDocuments { .. } => (
             "BG001",
             "a manifest holds one YAML document, this file has several".to_owned(),
@@ -196,8 +201,43 @@ fn first_line(s: &str) -> String {
     }
 }
 
-/// The byte span a parse error points at (its line and column translated to an offset).
+/// The scanner's complaints about a tab where YAML wants spaces ("tabs disallowed within
+/// this context", "found a tab").
+fn is_tab_error(msg: &str) -> bool {
+    msg.split(|c: char| !c.is_alphabetic())
+        .any(|w| w.eq_ignore_ascii_case("tab") || w.eq_ignore_ascii_case("tabs"))
+}
+
+/// The byte span a parse error points at (its line and column translated to an offset);
+/// for a tab error, the tab itself.
 pub fn error_span(err: &serde_saphyr::Error, text: &str) -> Span {
+    let span = position_span(err, text);
+    if is_tab_error(&first_line(&err.to_string())) {
+        return indent_tab_near(text, span.start).unwrap_or(span);
+    }
+    span
+}
+
+/// The first tab in the indentation of the line holding `offset`, else of the line after
+/// it (the scanner may stop at the end of the line before), else of the line before.
+fn indent_tab_near(text: &str, offset: usize) -> Option<Span> {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let tab_in = |start: usize| {
+        let line = text.get(start..)?.split('\n').next()?;
+        let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
+        line[..indent].find('\t').map(|i| Span::new(start + i, 1))
+    };
+    let next = text[offset..].find('\n').map(|i| offset + i + 1);
+    let prev = line_start
+        .checked_sub(1)
+        .map(|end| text[..end].rfind('\n').map_or(0, |i| i + 1));
+    tab_in(line_start)
+        .or_else(|| next.and_then(tab_in))
+        .or_else(|| prev.and_then(tab_in))
+}
+
+fn position_span(err: &serde_saphyr::Error, text: &str) -> Span {
     let Some(loc) = err.location() else {
         return Span::default();
     };

@@ -1,18 +1,84 @@
 //! `--format pretty`: miette's graphical report, the value underlined, help and code shown.
+//!
+//! miette's own `SourceCode` for a string walks the text from its first byte to find a
+//! span's lines, so a file with many findings cost time proportional to findings x file
+//! size (15 s for 900 findings in 2 MB). [`Indexed`] answers each span from a line index
+//! and hands miette only the lines around it, which keeps rendering linear in the findings.
 
 use super::plural;
 use crate::finding::{Finding, Severity};
 use crate::lint::{FileKind, LintRun};
 use crate::sources::SourceKind;
 use miette::{
-    Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode,
+    Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError,
+    MietteSpanContents, SourceCode, SourceSpan, SpanContents,
 };
 use std::fmt;
-use std::sync::Arc;
+
+/// A file's shown text with the byte offset of every line start.
+struct Indexed<'a> {
+    name: &'a str,
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> Indexed<'a> {
+    fn new(name: &'a str, text: &'a str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        Indexed { name, text, starts }
+    }
+
+    /// 0-based line holding byte `offset`.
+    fn line_of(&self, offset: usize) -> usize {
+        self.starts
+            .partition_point(|&s| s <= offset)
+            .saturating_sub(1)
+    }
+}
+
+impl SourceCode for Indexed<'_> {
+    fn read_span<'b>(
+        &'b self,
+        span: &SourceSpan,
+        before: usize,
+        after: usize,
+    ) -> Result<Box<dyn SpanContents<'b> + 'b>, MietteError> {
+        let start = span.offset();
+        let last = start + span.len().saturating_sub(1);
+        if start > self.text.len() {
+            return Err(MietteError::OutOfBounds);
+        }
+        // The window: one line more than miette looks at on each side (an empty span at a
+        // line start ends on the line above), so its scan of the window stops exactly where
+        // its scan of the whole text would.
+        let first_line = self.line_of(start).saturating_sub(before + 1);
+        let end_line = self.line_of(last.min(self.text.len())) + after + 2;
+        let from = self.starts[first_line];
+        let to = self
+            .starts
+            .get(end_line)
+            .copied()
+            .unwrap_or(self.text.len());
+        let window = &self.text.as_bytes()[from..to];
+        let inner =
+            window.read_span(&SourceSpan::from((start - from, span.len())), before, after)?;
+        let contents = MietteSpanContents::new_named(
+            self.name.to_owned(),
+            inner.data(),
+            SourceSpan::from((inner.span().offset() + from, inner.span().len())),
+            inner.line() + first_line,
+            inner.column(),
+            inner.line_count() + first_line,
+        )
+        .with_language("yaml");
+        Ok(Box::new(contents))
+    }
+}
 
 struct Shown<'a> {
     finding: &'a Finding,
-    src: Arc<NamedSource<String>>,
+    src: &'a Indexed<'a>,
 }
 
 impl fmt::Debug for Shown<'_> {
@@ -46,7 +112,7 @@ impl Diagnostic for Shown<'_> {
         Some(Box::new(&self.finding.help))
     }
     fn source_code(&self) -> Option<&dyn SourceCode> {
-        Some(&*self.src)
+        Some(self.src)
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let f = self.finding;
@@ -74,22 +140,17 @@ pub fn render(run: &LintRun, color: bool) -> String {
     let handler = GraphicalReportHandler::new_themed(theme)
         .with_links(false)
         .with_width(100);
-    let sources: Vec<Arc<NamedSource<String>>> = run
+    let sources: Vec<Indexed> = run
         .files
         .iter()
-        .map(|f| {
-            Arc::new(NamedSource::new(&f.display, f.shown_text().to_owned()).with_language("yaml"))
-        })
+        .map(|f| Indexed::new(&f.display, f.shown_text()))
         .collect();
     let mut out = String::new();
     for f in &super::masked_findings(&run.files, &run.findings, false) {
         let Some(src) = sources.get(f.at.file) else {
             continue;
         };
-        let shown = Shown {
-            finding: f,
-            src: src.clone(),
-        };
+        let shown = Shown { finding: f, src };
         if handler.render_report(&mut out, &shown).is_err() {
             out.push_str(&format!("{}: {} {}\n", f.code, f.message, f.help));
         }
@@ -182,4 +243,40 @@ pub fn list_files(run: &LintRun) -> String {
     }
     out.push_str(&summary(run));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window answers every span exactly as miette's whole-text scan does.
+    #[test]
+    fn indexed_source_matches_the_whole_text() {
+        let text = "a: 1\nb:\n  - x\n  - y\r\n\nc: \"é ü\"\nd: 4\ne: 5\nf: 6\n";
+        let src = Indexed::new("f.yaml", text);
+        for start in 0..=text.len() {
+            for len in [0, 1, 3, 9] {
+                if start + len > text.len() {
+                    continue;
+                }
+                for ctx in [0, 1, 2, 3] {
+                    let span = SourceSpan::from((start, len));
+                    let want = text.read_span(&span, ctx, ctx).ok();
+                    let got = src.read_span(&span, ctx, ctx).ok();
+                    let view = |c: Option<Box<dyn SpanContents + '_>>| {
+                        c.map(|c| {
+                            (
+                                c.data().to_vec(),
+                                *c.span(),
+                                c.line(),
+                                c.column(),
+                                c.line_count(),
+                            )
+                        })
+                    };
+                    assert_eq!(view(got), view(want), "span {start}+{len} context {ctx}");
+                }
+            }
+        }
+    }
 }

@@ -321,6 +321,12 @@ fn parse_fields(expr: &str, d: Dialect, from_macro: bool) -> Result<Spec, CronEr
         Dialect::Croner => &[5, 6, 7],
     };
     if !allowed.contains(&n) {
+        let counts: Vec<String> = allowed.iter().map(usize::to_string).collect();
+        let allowed = match counts.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
         if n == 6 {
             let span = fields.first().map(|f| f.1.clone()).unwrap_or(whole);
             return Err(unsupported(
@@ -332,13 +338,13 @@ fn parse_fields(expr: &str, d: Dialect, from_macro: bool) -> Result<Spec, CronEr
         if n == 7 && d != Dialect::Croner {
             let span = fields.first().map(|f| f.1.clone()).unwrap_or(whole);
             return Err(unsupported(
-                format!("dialect {d} takes {allowed:?} fields, this has 7 (seconds and year)"),
+                format!("dialect {d} takes {allowed} fields, this has 7 (seconds and year)"),
                 span,
                 &[Dialect::Croner],
             ));
         }
         return Err(invalid(
-            format!("dialect {d} takes {allowed:?} fields, this has {n}"),
+            format!("dialect {d} takes {allowed} fields, this has {n}"),
             whole,
         ));
     }

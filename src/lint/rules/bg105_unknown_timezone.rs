@@ -1,12 +1,14 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
 use crate::lint::rule::{Emitter, Rule, RuleMeta};
-use crate::manifest::load::closest;
+use crate::manifest::zone;
 
 declare_rule! {
     /// ## What it does
     /// Checks that `timezone` names a zone of the IANA time zone database (`Europe/Berlin`,
-    /// `America/New_York`, `UTC`), and suggests the closest name when there is one.
+    /// `America/New_York`, `UTC`), and suggests the closest name when there is one. An
+    /// abbreviation is answered with the zone it stands for (`KST` -> `Asia/Seoul`), or
+    /// with every candidate when it stands for several (`IST`: India, Ireland, Israel).
     /// Names are matched without regard to case. batchguard carries its own copy of the
     /// database, so the answer does not depend on the machine that runs lint.
     ///
@@ -52,31 +54,11 @@ impl Rule for UnknownTimezone {
             cx.job_name(),
             zone.value
         );
-        match suggest(&zone.value) {
-            Some(s) => out.emit_with_help(zone.span, message, format!("did you mean `{s}`?")),
+        match zone::help(&zone.value) {
+            Some(help) => out.emit_with_help(zone.span, message, help),
             None => out.emit(zone.span, message),
         }
     }
-}
-
-/// The closest known zone name: by spelling, or by the city part (`New York` ->
-/// `America/New_York`). `batchguard slots` uses it too.
-pub(crate) fn suggest(name: &str) -> Option<String> {
-    let db = jiff::tz::db();
-    let names: Vec<String> = db.available().map(|n| n.as_str().to_owned()).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    if let Some(s) = closest(name, &refs) {
-        return Some(s.to_owned());
-    }
-    let city = name.trim().replace(' ', "_");
-    let city = city.rsplit('/').next().unwrap_or(&city);
-    refs.iter()
-        .find(|n| {
-            n.rsplit('/')
-                .next()
-                .is_some_and(|last| last.eq_ignore_ascii_case(city))
-        })
-        .map(|s| (*s).to_owned())
 }
 
 #[cfg(test)]
@@ -96,6 +78,12 @@ mod tests {
         assert_eq!(f[0].help, "did you mean `Asia/Seoul`?");
         let f = findings(&manifest("New York"), "BG105");
         assert_eq!(f[0].help, "did you mean `America/New_York`?");
+        let f = findings(&manifest("KST"), "BG105");
+        assert!(
+            f[0].help.starts_with("did you mean `Asia/Seoul`?"),
+            "{}",
+            f[0].help
+        );
         let f = findings(&manifest("Mars/Olympus_Mons"), "BG105");
         assert_eq!(f.len(), 1);
     }

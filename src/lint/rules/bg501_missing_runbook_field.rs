@@ -44,26 +44,32 @@ declare_rule! {
     }
 }
 
-/// The runbook fields, what each one answers and an example value.
-const FIELDS: [(&str, &str, &str); 5] = [
-    ("owner", "who owns the job", "billing-team"),
-    ("on_call", "who is paged", "\"#billing-oncall\""),
-    (
-        "emergency_stop",
-        "how to stop the job now",
-        "\"Set SETTLE_ENABLED=false and scale the worker to 0\"",
-    ),
-    (
-        "resume",
-        "how to resume without losing or repeating slots",
-        "\"Re-enable, then audit the gap and replay missed slots\"",
-    ),
-    (
-        "communication",
-        "where the incident is announced",
-        "\"#billing-incidents\"",
-    ),
+/// The runbook fields and what each one answers.
+const FIELDS: [(&str, &str); 5] = [
+    ("owner", "who owns the job"),
+    ("on_call", "who is paged"),
+    ("emergency_stop", "how to stop the job now"),
+    ("resume", "how to resume without losing or repeating slots"),
+    ("communication", "where the incident is announced"),
 ];
+
+/// A value to start from, built from the job and service at hand (never another
+/// service's names): a team and channels named after the service, the rest a marked
+/// placeholder for the person who knows the answer.
+fn example(field: &str, service: &str, job: &str) -> String {
+    let team = if service.trim().is_empty() {
+        job
+    } else {
+        service
+    };
+    match field {
+        "owner" => format!("{team}-team"),
+        "on_call" => format!("\"#{team}-oncall\""),
+        "emergency_stop" => format!("\"<how to stop {job} right now>\""),
+        "resume" => format!("\"<how to restart {job} without losing or repeating slots>\""),
+        _ => format!("\"#{team}-incidents\""),
+    }
+}
 
 fn field<'a>(runbook: &'a Runbook, name: &str) -> &'a Field<String> {
     match name {
@@ -85,7 +91,7 @@ pub fn missing(runbook: &Field<Runbook>, job_span: Span) -> Vec<(&'static str, S
         Field::Ok(r) => Some(&r.value),
     };
     let mut out = Vec::new();
-    for (name, _, _) in FIELDS {
+    for (name, _) in FIELDS {
         let Some(section) = section else {
             out.push((name, job_span, false));
             continue;
@@ -108,7 +114,7 @@ impl Rule for MissingRunbookField {
         let name = cx.job_name();
         let no_runbook = cx.job.runbook.is_absent();
         for (field, span, empty) in missing(&cx.job.runbook, cx.job.span) {
-            let Some((_, answers, example)) = FIELDS.iter().find(|f| f.0 == field) else {
+            let Some((_, answers)) = FIELDS.iter().find(|f| f.0 == field) else {
                 continue;
             };
             let state = if no_runbook {
@@ -122,7 +128,8 @@ impl Rule for MissingRunbookField {
                 span,
                 format!("job `{name}` {state} runbook.{field}: nobody can tell {answers}"),
                 format!(
-                    "set `runbook.{field}: {example}` (or under `defaults.runbook` for every job)"
+                    "set `runbook.{field}: {}` (or under `defaults.runbook` for every job)",
+                    example(field, cx.service, name)
                 ),
             );
         }
@@ -140,6 +147,20 @@ mod tests {
         let f = findings(HEAD, "BG501");
         assert_eq!(f.len(), 5);
         assert!(f[0].message.contains("has no runbook, so no runbook.owner"));
+        // Examples come from this job and service, never from another one's values.
+        let helps: Vec<&str> = f.iter().map(|f| f.help.as_str()).collect();
+        assert!(
+            helps
+                .iter()
+                .all(|h| !h.contains("billing") && !h.contains("SETTLE")),
+            "{helps:?}"
+        );
+        assert!(helps[0].contains("`runbook.owner: s-team`"), "{}", helps[0]);
+        assert!(
+            helps[2].contains("<how to stop a right now>"),
+            "{}",
+            helps[2]
+        );
         let partial = format!(
             "{HEAD}    runbook:\n      owner: team\n      on_call: \"  \"\n      emergency_stop: stop it\n      resume: resume it\n"
         );
