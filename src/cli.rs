@@ -289,8 +289,7 @@ fn timestamp_problem(s: &str) -> Option<String> {
     ];
     let range = || {
         format!(
-            "out of range: instants run from {} to {}",
-            jiff::Timestamp::MIN,
+            "out of range: instants run from -9999-01-02 to {}",
             jiff::Timestamp::from_second(jiff::Timestamp::MAX.as_second())
                 .unwrap_or(jiff::Timestamp::MAX)
         )
