@@ -456,7 +456,7 @@ pub type Outputs = Vec<OutputRow>;
 /// cannot be reached).
 pub fn store_cmd(args: &crate::cli::StoreArgs) -> u8 {
     use crate::cli::StoreAction;
-    let mut st = match store::open(&args.store) {
+    let mut st = match store::open_with(&args.store, matches!(args.action, StoreAction::Migrate)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("batchguard store: {}", crate::db::scrub(&args.store, e.0));

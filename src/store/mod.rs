@@ -208,6 +208,11 @@ pub trait Store {
 
 /// Opens the store a URL names, creating a SQLite file and its tables on first use.
 pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    open_with(url, false)
+}
+
+/// `migrate`: create or upgrade the tables whatever the store says its version is.
+pub fn open_with(url: &str, migrate: bool) -> Result<Box<dyn Store>, StoreError> {
     if let Some(path) = url.strip_prefix("sqlite:") {
         let path = path.strip_prefix("//").unwrap_or(path);
         if path.is_empty() {
@@ -215,9 +220,10 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
                 "`sqlite:` needs a file path (sqlite:PATH)".into(),
             ));
         }
-        return Ok(Box::new(sqlite::SqliteStore::open(std::path::Path::new(
-            path,
-        ))?));
+        return Ok(Box::new(sqlite::SqliteStore::open_with(
+            std::path::Path::new(path),
+            migrate,
+        )?));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Ok(Box::new(postgres::PgStore::open(url)?));

@@ -49,6 +49,12 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 
 impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, false)
+    }
+
+    /// `migrate`: runs the (idempotent) DDL even when the file says it is current, so
+    /// a dropped table comes back.
+    pub fn open_with(path: &Path, migrate: bool) -> Result<SqliteStore, StoreError> {
         let shown = format!("sqlite:{}", path.display());
         let rt = crate::db::runtime().map_err(StoreError)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -71,7 +77,7 @@ impl SqliteStore {
                 .fetch_one(&mut conn)
                 .await
                 .map_err(|e| fail("cannot read the schema version", e))?;
-            if version < SCHEMA_VERSION {
+            if migrate || version < SCHEMA_VERSION {
                 sqlx::raw_sql("BEGIN IMMEDIATE")
                     .execute(&mut conn)
                     .await
