@@ -111,7 +111,7 @@ fn racing_processes_never_hold_one_slot_twice() {
             }
             // A random tenth of the processes, killed at once (some before, some after the acquire).
             for (_, c) in children.iter_mut() {
-                if round == 1 && rng.next() % 10 == 0 {
+                if round == 1 && rng.next().is_multiple_of(10) {
                     let _ = c.kill();
                     killed += 1;
                 }

@@ -97,9 +97,10 @@ pub fn classify(
     };
     let class = if listed(&retry.fatal.value()) {
         Class::Fatal
-    } else if code == "EX_TEMPFAIL" || listed(&retry.retryable.value()) {
-        Class::Retryable
-    } else if retry.on_unknown.value() == Some(&OnUnknown::Retry) {
+    } else if code == "EX_TEMPFAIL"
+        || listed(&retry.retryable.value())
+        || retry.on_unknown.value() == Some(&OnUnknown::Retry)
+    {
         Class::Retryable
     } else {
         Class::Unknown

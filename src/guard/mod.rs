@@ -63,7 +63,7 @@ pub fn run(opts: &Options) -> u8 {
 }
 
 fn replay_line(opts: &Options, slot: Option<Timestamp>) -> String {
-    let slot = slot.map_or_else(|| "SLOT".to_owned(), |t| store::rfc3339(t));
+    let slot = slot.map_or_else(|| "SLOT".to_owned(), store::rfc3339);
     let mut s = format!(
         "batchguard run --manifest {} --job {}",
         opts.manifest.display(),
@@ -95,7 +95,7 @@ fn shell_quote(a: &str) -> String {
 }
 
 fn unreachable(opts: &Options, slot: Option<Timestamp>, e: &store::StoreError) -> u8 {
-    let shown = slot.map_or_else(|| "the current slot".to_owned(), |t| store::rfc3339(t));
+    let shown = slot.map_or_else(|| "the current slot".to_owned(), store::rfc3339);
     eprintln!(
         "batchguard run: the store is unreachable, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
         opts.job,
@@ -137,7 +137,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
     let mut run_id = new_run_id();
     if opts.manual {
         let ev = plan.event(&run_id, slot, "manual", trigger, opts.reason.clone());
-        if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Event(ev)) {
+        if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Event(Box::new(ev))) {
             eprintln!("batchguard run: {e}");
             return CANNOT_RUN;
         }
@@ -175,7 +175,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
                     store::rfc3339(slot)
                 );
                 let ev = plan.event(&run_id, slot, "skip", trigger, Some(detail.clone()));
-                if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Event(ev)) {
+                if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Event(Box::new(ev))) {
                     eprintln!("batchguard run: {e}");
                 }
                 if report.attempts.is_empty() {
@@ -305,7 +305,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             dead_letter: dl,
             state,
         };
-        if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(fin)) {
+        if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
             eprintln!("batchguard run: {e}");
         }
         let _ = std::fs::remove_dir_all(&run_dir);

@@ -236,7 +236,7 @@ pub fn open_with(url: &str, migrate: bool) -> Result<Box<dyn Store>, StoreError>
 
 /// Microseconds since the epoch (the lease columns' unit).
 pub fn micros(t: Timestamp) -> i64 {
-    i64::try_from(t.as_microsecond()).unwrap_or(i64::MAX)
+    t.as_microsecond()
 }
 
 /// An event's time as the ledger stores it: RFC 3339 UTC, microseconds.

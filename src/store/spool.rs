@@ -12,8 +12,8 @@ pub const DIR: &str = ".batchguard/spool";
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Entry {
-    Finish(Finish),
-    Event(EventRow),
+    Finish(Box<Finish>),
+    Event(Box<EventRow>),
 }
 
 /// Writes one entry as its own file; the name orders entries by time of writing.
