@@ -28,7 +28,12 @@ t0 = time.monotonic_ns()
 with open(os.path.join(d, "started-" + slot), "a") as f:
     f.write("%d\n" % os.getppid())
 time.sleep(random.uniform(0.02, 0.08))
-open(os.environ["BATCHGUARD_OUTPUTS"], "a").write("key-" + slot + "\n")
+# Idempotent, as a real job must be: a killed holder may already have applied the key.
+try:
+    os.close(os.open(os.path.join(d, "applied-" + slot), os.O_CREAT | os.O_EXCL))
+    open(os.environ["BATCHGUARD_OUTPUTS"], "a").write("key-" + slot + "\n")
+except FileExistsError:
+    pass
 t1 = time.monotonic_ns()
 with open(os.path.join(d, "intervals"), "a") as f:
     f.write("%s %s %d %d\n" % (slot, os.environ["BATCHGUARD_FENCE"], t0, t1))
