@@ -16,7 +16,9 @@ CREATE TABLE IF NOT EXISTS batchguard_events (
     error_code      text,
     snapshot_digest text,
     "trigger"       text        NOT NULL DEFAULT 'schedule'
-                                CHECK ("trigger" IN ('schedule', 'retry', 'manual', 'replay'))
+                                CHECK ("trigger" IN ('schedule', 'retry', 'manual', 'replay')),
+    fence           bigint,
+    detail          text        CHECK (detail IS NULL OR octet_length(detail) <= 4096)
 );
 CREATE INDEX IF NOT EXISTS batchguard_events_slot ON batchguard_events (job, scheduled_at);
 CREATE INDEX IF NOT EXISTS batchguard_events_run ON batchguard_events (run_id);

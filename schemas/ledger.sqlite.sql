@@ -15,7 +15,9 @@ CREATE TABLE IF NOT EXISTS batchguard_events (
     error_code      TEXT,
     snapshot_digest TEXT,
     "trigger"       TEXT    NOT NULL DEFAULT 'schedule'
-                            CHECK ("trigger" IN ('schedule', 'retry', 'manual', 'replay'))
+                            CHECK ("trigger" IN ('schedule', 'retry', 'manual', 'replay')),
+    fence           INTEGER,
+    detail          TEXT    CHECK (detail IS NULL OR length(CAST(detail AS BLOB)) <= 4096)
 );
 CREATE INDEX IF NOT EXISTS batchguard_events_slot ON batchguard_events (job, scheduled_at);
 CREATE INDEX IF NOT EXISTS batchguard_events_run ON batchguard_events (run_id);

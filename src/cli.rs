@@ -42,6 +42,10 @@ pub enum Command {
     Graph(GraphArgs),
     /// Write a starter manifest for the jobs the tree's CronJobs, PM2 files and crontabs register.
     Init(InitArgs),
+    /// Run one slot of a job under the store's lock (the scheduler calls this on every tick).
+    Run(RunArgs),
+    /// The lock store: create its tables, show leases and slots, write the spool.
+    Store(StoreArgs),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -222,6 +226,67 @@ pub enum LedgerFormat {
     Csv,
     /// JSON Lines (also NDJSON).
     Jsonl,
+}
+
+/// `batchguard run` (SPEC 7.1). Exit codes follow timeout(1)/flock(1): 0 succeeded or
+/// skipped, the command's code on failure, 124 deadline, 128+N signal, 125 could not run,
+/// 126 not executable, 127 not found.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Manifest that declares the job.
+    #[arg(long)]
+    pub manifest: PathBuf,
+    /// Name of the job in --manifest.
+    #[arg(long)]
+    pub job: String,
+    /// Lock store: sqlite:PATH or postgres://…
+    #[arg(long, default_value = "sqlite:.batchguard/store.db")]
+    pub store: String,
+    /// Ledger (default: the store's own tables).
+    #[arg(long)]
+    pub ledger: Option<String>,
+    /// The slot to run (RFC 3339); it must be a slot of the job's schedule. Default: the
+    /// latest slot at or before the store's clock.
+    #[arg(long, value_parser = parse_timestamp)]
+    pub scheduled_at: Option<jiff::Timestamp>,
+    /// Who runs it (host, pod or PM2 id); default the host name.
+    #[arg(long)]
+    pub instance: Option<String>,
+    /// An operator's recovery of a failed, lost or dead-lettered slot (needs --scheduled-at and --reason).
+    #[arg(long, requires_all = ["reason", "scheduled_at"])]
+    pub manual: bool,
+    /// Why the manual recovery (recorded in the `manual` event).
+    #[arg(long, requires = "manual")]
+    pub reason: Option<String>,
+    /// Write a JSON summary of the run here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// The command and its arguments (default: the job's `command`).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// `batchguard store` (SPEC 7.2).
+#[derive(clap::Args, Debug)]
+pub struct StoreArgs {
+    #[arg(value_enum)]
+    pub action: StoreAction,
+    /// sqlite:PATH or postgres://…
+    #[arg(long, default_value = "sqlite:.batchguard/store.db")]
+    pub store: String,
+    /// Only this job (status).
+    #[arg(long)]
+    pub job: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum StoreAction {
+    /// Create or upgrade the tables (idempotent).
+    Migrate,
+    /// Live leases and the last slots per job.
+    Status,
+    /// Write the spool and the outputs of runs that died.
+    Flush,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

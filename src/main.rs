@@ -67,6 +67,19 @@ fn main() -> ExitCode {
                 Err(code) => code,
             }
         }
+        Command::Run(args) => ExitCode::from(batchguard::guard::run(&batchguard::guard::Options {
+            manifest: args.manifest,
+            job: args.job,
+            store: args.store,
+            ledger: args.ledger,
+            scheduled_at: args.scheduled_at,
+            instance: args.instance,
+            manual: args.manual,
+            reason: args.reason,
+            report: args.report,
+            command: args.command,
+        })),
+        Command::Store(args) => ExitCode::from(batchguard::guard::store_cmd(&args)),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "batchguard", &mut std::io::stdout());

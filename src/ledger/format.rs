@@ -70,6 +70,11 @@ pub struct LedgerEvent {
     #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
     pub snapshot_digest: Option<String>,
     pub trigger: Option<TriggerWord>,
+    /// On `start`: the fencing token of the acquisition (`batchguard run`).
+    pub fence: Option<i64>,
+    /// At most 4 KiB: why a `skip`, what a failed `end` printed last, an operator's reason.
+    #[schemars(length(max = 4096))]
+    pub detail: Option<String>,
 }
 
 /// One applied output (SPEC 5.2): one line of an outputs JSONL file, one row of an outputs

@@ -322,7 +322,7 @@ fn read_any<R: LedgerRow>(
 }
 
 /// Columns of the events table/file, required ones first (SPEC 5.1).
-pub const EVENT_COLUMNS: [&str; 11] = [
+pub const EVENT_COLUMNS: [&str; 13] = [
     "run_id",
     "job",
     "scheduled_at",
@@ -334,12 +334,14 @@ pub const EVENT_COLUMNS: [&str; 11] = [
     "error_code",
     "snapshot_digest",
     "trigger",
+    "fence",
+    "detail",
 ];
 /// Columns of the outputs table/file, all required (SPEC 5.2).
 pub const OUTPUT_COLUMNS: [&str; 5] = ["job", "scheduled_at", "run_id", "output_key", "at"];
 
 /// Most columns any row kind has.
-pub(crate) const MAX_COLUMNS: usize = 11;
+pub(crate) const MAX_COLUMNS: usize = 13;
 
 /// A row kind: its columns and how validated text fields become a value.
 pub trait LedgerRow: Sized {

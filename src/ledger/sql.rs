@@ -243,7 +243,7 @@ fn plain(m: String) -> String {
 }
 
 /// The DSN's password as written, to scrub it from driver messages too.
-fn password_of(url: &str) -> Option<&str> {
+pub(crate) fn password_of(url: &str) -> Option<&str> {
     let rest = &url[url.find("://")? + 3..];
     let cut = rest.find('?').unwrap_or(rest.len());
     let at = rest[..cut].rfind('@')?;

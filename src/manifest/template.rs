@@ -51,9 +51,42 @@ pub fn is_known(name: &str) -> bool {
     PLACEHOLDERS.contains(&name)
 }
 
+/// Fills a template from `(name, value)` pairs. Values are inserted as text, so one
+/// template stays one argument; a placeholder with no value is an error naming it.
+pub fn render(text: &str, values: &[(&str, &str)]) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut at = 0;
+    for p in placeholders(text) {
+        out.push_str(&text[at..p.start]);
+        if p.end == text.len() && !text.ends_with('}') {
+            return Err(format!("`{text}` has an unclosed `{{`"));
+        }
+        match values.iter().find(|(k, _)| *k == p.name) {
+            Some((_, v)) => out.push_str(v),
+            None => {
+                return Err(format!(
+                    "`{text}` uses `{{{}}}`, which has no value here",
+                    p.name
+                ));
+            }
+        }
+        at = p.end;
+    }
+    out.push_str(&text[at..]);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renders_per_argument() {
+        let v = [("job", "a b"), ("attempt", "2")];
+        assert_eq!(render("--job={job}/{attempt}", &v).unwrap(), "--job=a b/2");
+        assert!(render("{snapshot}", &v).is_err());
+        assert!(render("{job", &v).is_err());
+    }
 
     #[test]
     fn finds_placeholders_with_offsets() {

@@ -1,0 +1,354 @@
+//! What `run` knows before it touches the store: the job from the manifest, its schedule,
+//! lease timings, the command, and how templates are filled (SPEC 7.1 items 1, 2, 8).
+
+use super::Options;
+use crate::manifest::model::{Command, Field, Retry};
+use crate::manifest::template;
+use crate::schedule::Schedule;
+use crate::store::{self, EventRow, Store, StoreError};
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct Plan {
+    pub job_name: String,
+    /// The job as the ledger names it.
+    pub ledger_job: String,
+    pub service: String,
+    pub instance: String,
+    pub schedule: Schedule,
+    pub tz: TimeZone,
+    pub ttl: Duration,
+    pub grace: Duration,
+    pub safety: Duration,
+    pub max_attempts: Option<u64>,
+    pub retry: Retry,
+    pub lock_key: String,
+    pub command: Vec<String>,
+    pub snapshot: Option<String>,
+}
+
+pub enum SlotError {
+    Store(StoreError),
+    Other(String),
+}
+
+/// `grace = min(30 s, ttl/10)`, `safety = max(1 s, ttl/50)` (SPEC 7.1 item 8).
+pub fn timings(ttl: Duration) -> Result<(Duration, Duration), String> {
+    let grace = Duration::from_secs(30).min(ttl / 10);
+    let safety = Duration::from_secs(1).max(ttl / 50);
+    if ttl <= grace + safety {
+        return Err(format!(
+            "lock.ttl {}s is too short: the command must be stopped {}s (grace) + {}s (safety) before the lease ends",
+            ttl.as_secs(),
+            grace.as_secs_f64(),
+            safety.as_secs_f64()
+        ));
+    }
+    Ok((grace, safety))
+}
+
+/// `delay(i)` of SPEC 3.1 before attempt i+1, from the same computation as BG408's
+/// retry window (the delays of i+1 attempts less those of i).
+pub fn delay(retry: &Retry, i: u64) -> Duration {
+    use crate::lint::rules::bg408_retry_window_exceeds_interval::retry_window;
+    use crate::manifest::duration::Duration as D;
+    let with = retry_window(retry, i.saturating_add(1), D(0)).1;
+    let without = retry_window(retry, i, D(0)).1;
+    Duration::from_secs(u64::try_from(with.saturating_sub(without)).unwrap_or(u64::MAX))
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+pub fn plan(opts: &Options) -> Result<Plan, String> {
+    let shown = opts.manifest.display().to_string();
+    let bytes = std::fs::read(&opts.manifest).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let (_, loaded) = crate::manifest::load::load(&bytes);
+    if loaded.root.is_none() {
+        let why = loaded
+            .diags
+            .first()
+            .map_or_else(|| "not a manifest".to_owned(), |d| d.message.clone());
+        return Err(format!("{shown} is not a readable manifest: {why}"));
+    }
+    let Some(job) = loaded
+        .jobs
+        .iter()
+        .find(|j| j.name.value().is_some_and(|n| n == &opts.job))
+    else {
+        let names: Vec<&str> = loaded
+            .jobs
+            .iter()
+            .filter_map(|j| j.name.value().map(String::as_str))
+            .collect();
+        let hint = crate::manifest::load::closest(&opts.job, &names)
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        return Err(format!("{shown}: no job named `{}`{hint}", opts.job));
+    };
+    let bad = |what: &str| {
+        format!(
+            "{shown}: job `{}` {what} (`batchguard lint {shown}` shows why)",
+            opts.job
+        )
+    };
+    let expr = job
+        .schedule
+        .value()
+        .ok_or_else(|| bad("has no valid `schedule`"))?;
+    let tz = match &job.timezone {
+        Field::Absent => TimeZone::UTC,
+        Field::Ok(z) => TimeZone::get(&z.value)
+            .map_err(|_| bad(&format!("has an unknown timezone `{}`", z.value)))?,
+        Field::Invalid => return Err(bad("has an invalid `timezone`")),
+    };
+    let dialect = crate::lint::dialect_of(crate::lint::job_scheduler(&loaded.manifest, job));
+    let schedule = Schedule::parse(expr, dialect).map_err(|e| {
+        bad(&format!(
+            "has a schedule that is not valid {dialect}: {}",
+            e.message
+        ))
+    })?;
+    let lock = job.active_lock().ok_or_else(|| {
+        bad("has no lock (or `lock.disabled: true`); `run` only runs under a lock")
+    })?;
+    let ttl = lock
+        .ttl
+        .value()
+        .ok_or_else(|| bad("has no valid `lock.ttl`"))?;
+    let ttl = Duration::from_secs(ttl.secs());
+    let (grace, safety) = timings(ttl).map_err(|m| bad(&format!("cannot be guarded: {m}")))?;
+    let lock_key = lock
+        .key
+        .value()
+        .map_or_else(|| "{job}:{scheduled_at}".to_owned(), |t| t.0.clone());
+    let command = if !opts.command.is_empty() {
+        opts.command.clone()
+    } else {
+        match job.command.value() {
+            Some(Command::Argv(v)) => v.iter().map(|s| s.value.clone()).collect(),
+            Some(Command::Shell(s)) => {
+                return Err(bad(&format!(
+                    "has a one-string command (`{s}`): write it as an argv list; `run` never hands a command to a shell"
+                )));
+            }
+            None => return Err(bad("has no `command` and none was given after `--`")),
+        }
+    };
+    if opts.manual
+        && (opts.scheduled_at.is_none()
+            || opts.reason.as_deref().is_none_or(|r| r.trim().is_empty()))
+    {
+        return Err("--manual needs --scheduled-at (the slot to recover) and --reason TEXT".into());
+    }
+    if let Some(l) = &opts.ledger
+        && l != &opts.store
+    {
+        return Err(format!(
+            "--ledger {} differs from --store: this batchguard writes the ledger into the store's own tables only",
+            crate::db::mask(l)
+        ));
+    }
+    let retry = job.retry.value().cloned().unwrap_or_default();
+    Ok(Plan {
+        job_name: opts.job.clone(),
+        ledger_job: opts.job.clone(),
+        service: loaded.manifest.service_name(&opts.manifest),
+        instance: opts.instance.clone().unwrap_or_else(hostname),
+        schedule,
+        tz,
+        ttl,
+        grace,
+        safety,
+        max_attempts: retry.bounded_attempts(),
+        retry,
+        lock_key,
+        command,
+        snapshot: job
+            .snapshot
+            .value()
+            .and_then(|s| s.path.value())
+            .map(|t| t.0.clone()),
+    })
+}
+
+impl Plan {
+    /// The slot: `--scheduled-at` when it is a slot of the schedule, else the latest slot
+    /// at or before the store's now.
+    pub fn slot(
+        &self,
+        given: Option<Timestamp>,
+        st: &mut dyn Store,
+    ) -> Result<Timestamp, SlotError> {
+        if let Some(t) = given {
+            let after = t.checked_add(SignedDuration::from_secs(1)).unwrap_or(t);
+            if self.schedule.slots(&self.tz, t, after).contains(&t) {
+                return Ok(t);
+            }
+            let next = self.schedule.next_after(&self.tz, t);
+            return Err(SlotError::Other(format!(
+                "--scheduled-at {} is not a slot of job `{}` (`{}` in {}, zone {}){}",
+                store::rfc3339(t),
+                self.job_name,
+                self.schedule.expr(),
+                self.schedule.dialect(),
+                self.tz.iana_name().unwrap_or("UTC"),
+                next.map(|n| format!("; the next slot is {}", store::rfc3339(n)))
+                    .unwrap_or_default()
+            )));
+        }
+        let now = st.now().map_err(SlotError::Store)?;
+        let until = now
+            .checked_add(SignedDuration::from_micros(1))
+            .unwrap_or(now);
+        for days in [1i64, 32, 367, 3000] {
+            let from = now
+                .checked_sub(SignedDuration::from_hours(24 * days))
+                .unwrap_or(Timestamp::MIN);
+            if let Some(t) = self.schedule.slots(&self.tz, from, until).last() {
+                return Ok(*t);
+            }
+        }
+        Err(SlotError::Other(format!(
+            "job `{}` has no slot at or before {}",
+            self.job_name,
+            store::rfc3339(now)
+        )))
+    }
+
+    fn values<'a>(
+        &'a self,
+        slot: &'a str,
+        compact: &'a str,
+        run_id: &'a str,
+        attempt: &'a str,
+        snapshot: Option<&'a str>,
+    ) -> Vec<(&'a str, &'a str)> {
+        let mut v = vec![
+            ("job", self.job_name.as_str()),
+            ("service", self.service.as_str()),
+            ("scheduled_at", slot),
+            ("scheduled_at_compact", compact),
+            ("run_id", run_id),
+            ("attempt", attempt),
+        ];
+        if let Some(s) = snapshot {
+            v.push(("snapshot", s));
+        }
+        v
+    }
+
+    pub fn lock_key(&self, slot: Timestamp, run_id: &str) -> Result<String, String> {
+        let s = store::rfc3339(slot);
+        let c = crate::audit::snapshot::compact(slot);
+        template::render(&self.lock_key, &self.values(&s, &c, run_id, "1", None))
+            .map_err(|e| format!("lock.key: {e}"))
+    }
+
+    /// The rendered snapshot path (when the job has one) and its digest (when it exists
+    /// and lies under the working directory).
+    pub fn snapshot(&self, slot: Timestamp) -> (Option<String>, Option<String>) {
+        let Some(t) = &self.snapshot else {
+            return (None, None);
+        };
+        let s = store::rfc3339(slot);
+        let c = crate::audit::snapshot::compact(slot);
+        let Ok(path) = template::render(t, &self.values(&s, &c, "", "", None)) else {
+            return (None, None);
+        };
+        let check = crate::audit::snapshot::SnapshotCheck::new(PathBuf::from("."));
+        let digest = check
+            .confine(&path)
+            .ok()
+            .and_then(|p| std::fs::read(p).ok())
+            .map(|b| crate::audit::snapshot::digest(&b));
+        (Some(path), digest)
+    }
+
+    pub fn argv(
+        &self,
+        slot: Timestamp,
+        run_id: &str,
+        attempt: u32,
+        snapshot: Option<&str>,
+    ) -> Result<Vec<String>, String> {
+        let s = store::rfc3339(slot);
+        let c = crate::audit::snapshot::compact(slot);
+        let a = attempt.to_string();
+        let values = self.values(&s, &c, run_id, &a, snapshot);
+        self.command
+            .iter()
+            .map(|arg| template::render(arg, &values).map_err(|e| format!("command: {e}")))
+            .collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn env(
+        &self,
+        slot: Timestamp,
+        run_id: &str,
+        attempt: u32,
+        fence: i64,
+        deadline: Timestamp,
+        snapshot: Option<&str>,
+        outputs: &Path,
+        error: &Path,
+    ) -> Vec<(String, String)> {
+        let abs = |p: &Path| {
+            std::env::current_dir()
+                .map(|d| d.join(p))
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        };
+        let mut env = vec![
+            ("BATCHGUARD_JOB".into(), self.job_name.clone()),
+            ("BATCHGUARD_SERVICE".into(), self.service.clone()),
+            ("BATCHGUARD_SCHEDULED_AT".into(), store::rfc3339(slot)),
+            ("BATCHGUARD_RUN_ID".into(), run_id.to_owned()),
+            ("BATCHGUARD_ATTEMPT".into(), attempt.to_string()),
+            ("BATCHGUARD_FENCE".into(), fence.to_string()),
+            ("BATCHGUARD_DEADLINE".into(), store::rfc3339(deadline)),
+            ("BATCHGUARD_OUTPUTS".into(), abs(outputs)),
+            ("BATCHGUARD_ERROR".into(), abs(error)),
+        ];
+        if let Some(s) = snapshot {
+            env.push(("BATCHGUARD_SNAPSHOT".into(), s.to_owned()));
+        }
+        env
+    }
+
+    /// An event of this job and slot with the common fields filled.
+    pub fn event(
+        &self,
+        run_id: &str,
+        slot: Timestamp,
+        kind: &str,
+        trigger: &str,
+        detail: Option<String>,
+    ) -> EventRow {
+        EventRow {
+            run_id: run_id.to_owned(),
+            job: self.ledger_job.clone(),
+            scheduled_at: slot,
+            event: kind.to_owned(),
+            at: Timestamp::now(),
+            instance: Some(self.instance.clone()),
+            attempt: None,
+            status: None,
+            error_code: None,
+            snapshot_digest: None,
+            trigger: trigger.to_owned(),
+            fence: None,
+            detail: detail.map(|d| store::clip_detail(&d)),
+        }
+    }
+}

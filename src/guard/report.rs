@@ -1,0 +1,57 @@
+//! `run --report FILE` (SPEC 8): the slot's outcome and every attempt this process made.
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub run_id: String,
+    pub fence: i64,
+    pub instance: String,
+    pub started_at: Timestamp,
+    pub ended_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    pub outputs: usize,
+    pub rejected_output_lines: usize,
+}
+
+#[derive(Serialize)]
+pub struct Report {
+    pub version: u32,
+    pub tool: &'static str,
+    pub job: String,
+    pub scheduled_at: Option<Timestamp>,
+    /// succeeded | failed | dead_lettered | skipped | not_run
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    pub exit_code: i32,
+    pub attempts: Vec<Attempt>,
+}
+
+impl Report {
+    pub fn new(job: &str, scheduled_at: Option<Timestamp>) -> Report {
+        Report {
+            version: 1,
+            tool: "batchguard",
+            job: job.to_owned(),
+            scheduled_at,
+            outcome: "not_run",
+            skip_reason: None,
+            exit_code: 125,
+            attempts: vec![],
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into());
+        s.push('\n');
+        s
+    }
+}

@@ -1,0 +1,377 @@
+//! A bounded child process (SPEC 7.1 items 5, 8, 9): argv without a shell, an added
+//! environment, stdin `/dev/null`, stdout passed through, stderr teed (passed through and
+//! its last 4 KiB kept), its own process group, a deadline (TERM to the group at
+//! `deadline - grace`, KILL at the deadline), and no descendant left behind.
+//!
+//! Linux specifics, and why:
+//! - The supervisor is a child subreaper, so a descendant that left the group (`setsid`)
+//!   is re-parented to it and can be found and killed; the lock is released only after
+//!   [`run`] returns, when no descendant is left.
+//! - The child gets `PR_SET_PDEATHSIG(SIGKILL)`: if the supervisor is killed, the command
+//!   dies with it instead of running on past a lease nobody watches.
+//! - SIGTERM, SIGINT, SIGHUP and SIGCHLD are blocked in the supervisor ([`block_signals`],
+//!   called before any thread starts) and taken with `sigtimedwait`, which also wakes the
+//!   supervisor at the next deadline step: no polling, no handler.
+
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How much of stderr a failed `end` keeps.
+pub const STDERR_TAIL: usize = 4096;
+
+pub struct Spec<'a> {
+    pub argv: &'a [String],
+    pub env: &'a [(String, String)],
+    pub deadline: Instant,
+    pub grace: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Who stopped the command, if anyone did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    No,
+    Deadline,
+    /// batchguard was told to stop by this signal.
+    Interrupted(i32),
+}
+
+#[derive(Debug)]
+pub struct Outcome {
+    pub exit: Exit,
+    pub stopped: Stopped,
+    pub stderr_tail: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub enum SpawnError {
+    NotFound(String),
+    NotExecutable(String),
+    Other(String),
+}
+
+const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+fn sigset(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a plain C struct we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+fn all_watched() -> libc::sigset_t {
+    sigset(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD])
+}
+
+/// Blocks the signals the supervisor takes synchronously and makes this process a child
+/// subreaper. Call first, before any thread exists, so every thread inherits the mask.
+pub fn block_signals() {
+    let set = all_watched();
+    // SAFETY: plain syscalls on a set we own; failure leaves the defaults, which is safe.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        #[cfg(target_os = "linux")]
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// A stop signal already pending (one that arrived while no command ran), taken.
+pub fn take_pending_stop() -> Option<i32> {
+    wait_signal(&sigset(&STOP_SIGNALS), Duration::ZERO)
+}
+
+/// Waits up to `timeout` for a stop signal; `Some(n)` when one came.
+pub fn sleep_unless_stopped(timeout: Duration) -> Option<i32> {
+    let until = Instant::now() + timeout;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        if let Some(s) = wait_signal(&sigset(&STOP_SIGNALS), left) {
+            return Some(s);
+        }
+    }
+}
+
+fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> Option<i32> {
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: sigtimedwait reads the set and timespec we pass; siginfo may be null.
+    let s = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
+    (s > 0).then_some(s)
+}
+
+fn kill_group(pgid: i32, sig: i32) {
+    // SAFETY: a signal to a process group we created; ESRCH (gone) is fine.
+    unsafe {
+        libc::killpg(pgid, sig);
+    }
+}
+
+/// Every live descendant of this process (by walking /proc's parent links).
+fn descendants() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut parent_of: Vec<(i32, i32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Fields after the command name (which may hold spaces and parentheses).
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            let mut f = rest.split_whitespace();
+            let state = f.next().unwrap_or("");
+            let ppid = f.next().and_then(|s| s.parse::<i32>().ok()).unwrap_or(0);
+            if state != "Z" {
+                parent_of.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = vec![me];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        for &(pid, ppid) in &parent_of {
+            if ppid == p && !found.contains(&pid) {
+                found.push(pid);
+            }
+        }
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Reaps every exited child; returns the status of `child` when it was among them.
+fn reap(child: i32) -> Option<libc::c_int> {
+    let mut mine = None;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: waitpid on any child with WNOHANG; status is ours.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return mine;
+        }
+        if pid == child {
+            mine = Some(status);
+        }
+    }
+}
+
+/// Stops every descendant left: TERM, then KILL once `grace` has passed; returns when none
+/// is left.
+fn clear_descendants(pgid: i32, grace: Duration) {
+    let kill_at = Instant::now() + grace;
+    let mut termed = false;
+    loop {
+        reap(-2);
+        let left = descendants();
+        if left.is_empty() {
+            return;
+        }
+        let sig = if termed && Instant::now() < kill_at {
+            0
+        } else if termed {
+            libc::SIGKILL
+        } else {
+            libc::SIGTERM
+        };
+        if sig != 0 {
+            kill_group(pgid, sig);
+            for &p in &left {
+                // SAFETY: signals to our own descendants.
+                unsafe {
+                    libc::kill(p, sig);
+                }
+            }
+        }
+        termed = true;
+        let wait = if sig == libc::SIGKILL {
+            Duration::from_millis(10)
+        } else {
+            kill_at
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(50))
+                .max(Duration::from_millis(1))
+        };
+        wait_signal(&sigset(&[libc::SIGCHLD]), wait);
+    }
+}
+
+/// Runs the command to its end (or its stop) and leaves no descendant behind.
+pub fn run(spec: &Spec) -> Result<Outcome, SpawnError> {
+    let Some((program, args)) = spec.argv.split_first() else {
+        return Err(SpawnError::Other("an empty command".into()));
+    };
+    let parent = std::process::id() as libc::pid_t;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let empty = sigset(&[]);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            #[cfg(target_os = "linux")]
+            {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                if libc::getppid() != parent {
+                    libc::_exit(137);
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => SpawnError::NotFound(format!("{program}: {e}")),
+        std::io::ErrorKind::PermissionDenied => {
+            SpawnError::NotExecutable(format!("{program}: {e}"))
+        }
+        _ if e.raw_os_error() == Some(libc::ENOEXEC) => {
+            SpawnError::NotExecutable(format!("{program}: {e}"))
+        }
+        _ => SpawnError::Other(format!("{program}: {e}")),
+    })?;
+    let pid = child.id() as i32;
+    let tee = child.stderr.take().map(|mut err| {
+        std::thread::spawn(move || {
+            let mut tail: Vec<u8> = Vec::new();
+            let mut buf = [0u8; 8192];
+            let mut out = std::io::stderr();
+            loop {
+                match err.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let _ = out.write_all(&buf[..n]);
+                        tail.extend_from_slice(&buf[..n]);
+                        if tail.len() > 2 * STDERR_TAIL {
+                            tail.drain(..tail.len() - STDERR_TAIL);
+                        }
+                    }
+                }
+            }
+            if tail.len() > STDERR_TAIL {
+                tail.drain(..tail.len() - STDERR_TAIL);
+            }
+            tail
+        })
+    });
+    let term_at = spec
+        .deadline
+        .checked_sub(spec.grace)
+        .unwrap_or(spec.deadline);
+    let mut stopped = Stopped::No;
+    let mut termed = false;
+    let mut killed = false;
+    let mut interrupt_kill_at: Option<Instant> = None;
+    let watched = all_watched();
+    let status = loop {
+        if let Some(s) = reap(pid) {
+            break s;
+        }
+        let now = Instant::now();
+        if !killed && (now >= spec.deadline || interrupt_kill_at.is_some_and(|t| now >= t)) {
+            if stopped == Stopped::No {
+                stopped = Stopped::Deadline;
+            }
+            kill_group(pid, libc::SIGKILL);
+            killed = true;
+        } else if !termed && now >= term_at {
+            if stopped == Stopped::No {
+                stopped = Stopped::Deadline;
+            }
+            kill_group(pid, libc::SIGTERM);
+            termed = true;
+        }
+        let mut next = if termed { spec.deadline } else { term_at };
+        if let Some(t) = interrupt_kill_at {
+            next = next.min(t);
+        }
+        let wait = if killed {
+            Duration::from_millis(10)
+        } else {
+            next.saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1))
+        };
+        if let Some(sig) = wait_signal(&watched, wait)
+            && STOP_SIGNALS.contains(&sig)
+            && !matches!(stopped, Stopped::Interrupted(_))
+        {
+            stopped = Stopped::Interrupted(sig);
+            kill_group(pid, sig);
+            interrupt_kill_at = Some((Instant::now() + spec.grace).min(spec.deadline));
+        }
+    };
+    // The std handle must not wait again: the status is already reaped.
+    std::mem::forget(child);
+    let left_grace = match stopped {
+        Stopped::No => spec
+            .grace
+            .min(spec.deadline.saturating_duration_since(Instant::now())),
+        _ => Duration::ZERO,
+    };
+    clear_descendants(pid, left_grace);
+    let stderr_tail = tee.and_then(|t| t.join().ok()).unwrap_or_default();
+    let st = std::process::ExitStatus::from_raw(status);
+    let exit = match (st.code(), st.signal()) {
+        (Some(c), _) => Exit::Code(c),
+        (None, Some(s)) => Exit::Signal(s),
+        _ => Exit::Code(255),
+    };
+    Ok(Outcome {
+        exit,
+        stopped,
+        stderr_tail,
+    })
+}
+
+/// The name of a signal number (`TERM`, `KILL`…), for `SIGNAL_<NAME>`.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "HUP",
+        libc::SIGINT => "INT",
+        libc::SIGQUIT => "QUIT",
+        libc::SIGILL => "ILL",
+        libc::SIGTRAP => "TRAP",
+        libc::SIGABRT => "ABRT",
+        libc::SIGBUS => "BUS",
+        libc::SIGFPE => "FPE",
+        libc::SIGKILL => "KILL",
+        libc::SIGUSR1 => "USR1",
+        libc::SIGSEGV => "SEGV",
+        libc::SIGUSR2 => "USR2",
+        libc::SIGPIPE => "PIPE",
+        libc::SIGALRM => "ALRM",
+        libc::SIGTERM => "TERM",
+        libc::SIGXCPU => "XCPU",
+        libc::SIGXFSZ => "XFSZ",
+        libc::SIGSYS => "SYS",
+        _ => return format!("{sig}"),
+    };
+    name.to_owned()
+}

@@ -1,0 +1,259 @@
+//! The lock store of `batchguard run` (SPEC 7.2): leases, the fencing counter, the per-slot
+//! attempt count and, in the same database, the ledger tables `audit` reads.
+//!
+//! A store is opened from its URL (`sqlite:PATH`, `postgres://…`). Every operation that
+//! must be atomic is one transaction: the acquire (conditional upsert of the lease, a new
+//! fence, the attempt, the `start` event) and the finish (`end`, outputs, dead letter,
+//! release). Times that decide a lease come from the store's clock.
+
+pub mod postgres;
+pub mod spool;
+pub mod sqlite;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The default store: beside the working directory, so every process of a host shares it.
+pub const DEFAULT_URL: &str = "sqlite:.batchguard/store.db";
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(pub String);
+
+/// One ledger event as `run` writes it (SPEC 5.1, with `fence` and `detail`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventRow {
+    pub run_id: String,
+    pub job: String,
+    pub scheduled_at: Timestamp,
+    pub event: String,
+    pub at: Timestamp,
+    pub instance: Option<String>,
+    pub attempt: Option<u32>,
+    pub status: Option<String>,
+    pub error_code: Option<String>,
+    pub snapshot_digest: Option<String>,
+    pub trigger: String,
+    pub fence: Option<i64>,
+    pub detail: Option<String>,
+}
+
+/// What an acquire asks for.
+#[derive(Clone, Debug)]
+pub struct AcquireRequest {
+    /// The rendered `lock.key`.
+    pub key: String,
+    pub job: String,
+    pub scheduled_at: Timestamp,
+    pub holder: String,
+    pub run_id: String,
+    pub ttl_secs: u64,
+    /// `retry.max_attempts`, when bounded.
+    pub max_attempts: Option<u64>,
+    /// An operator's recovery: a dead-lettered or exhausted slot may be taken again.
+    pub manual: bool,
+    /// The `start` event to write when the lease is taken (its `at`, `attempt` and
+    /// `fence` are filled in by the store).
+    pub start: EventRow,
+}
+
+/// A lease taken.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Acquired {
+    pub fence: i64,
+    pub attempt: u32,
+    /// The store's clock at the acquire; also the `start` event's `at`.
+    pub at: Timestamp,
+}
+
+/// Why a lease was not taken.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Refusal {
+    Held {
+        holder: String,
+        run_id: String,
+        fence: i64,
+        ends_in_secs: i64,
+    },
+    Succeeded {
+        run_id: String,
+    },
+    DeadLettered,
+    /// Every attempt was used (the last one died without an `end`): the store has just
+    /// dead-lettered the slot.
+    Exhausted {
+        attempts: u32,
+    },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Held {
+                holder,
+                run_id,
+                fence,
+                ends_in_secs,
+            } => write!(
+                f,
+                "held by {holder} (run {run_id}, fence {fence}, lease ends in {ends_in_secs} s)"
+            ),
+            Refusal::Succeeded { run_id } => write!(f, "already succeeded (run {run_id})"),
+            Refusal::DeadLettered => f.write_str("dead-lettered"),
+            Refusal::Exhausted { attempts } => {
+                write!(f, "dead-lettered (all {attempts} attempts were used)")
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum AcquireResult {
+    Acquired(Acquired),
+    Refused(Refusal),
+}
+
+/// The state a finished attempt leaves its slot in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SlotState {
+    Succeeded,
+    Failed,
+    Interrupted,
+    DeadLettered,
+}
+
+impl SlotState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotState::Succeeded => "succeeded",
+            SlotState::Failed => "failed",
+            SlotState::Interrupted => "interrupted",
+            SlotState::DeadLettered => "dead_lettered",
+        }
+    }
+}
+
+/// One applied output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputRow {
+    pub key: String,
+    pub at: Timestamp,
+}
+
+/// Everything that closes one attempt, written in one transaction (or spooled whole).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finish {
+    pub key: String,
+    pub job: String,
+    pub scheduled_at: Timestamp,
+    pub run_id: String,
+    pub fence: i64,
+    pub end: EventRow,
+    pub outputs: Vec<OutputRow>,
+    pub dead_letter: Option<EventRow>,
+    pub state: SlotState,
+}
+
+/// A live lease, for `store status`.
+#[derive(Clone, Debug)]
+pub struct LeaseRow {
+    pub key: String,
+    pub job: String,
+    pub scheduled_at: String,
+    pub holder: String,
+    pub run_id: String,
+    pub fence: i64,
+    pub secs_left: i64,
+}
+
+/// A slot's last known state, for `store status`.
+#[derive(Clone, Debug)]
+pub struct SlotRow {
+    pub job: String,
+    pub scheduled_at: String,
+    pub attempts: i64,
+    pub state: String,
+    pub run_id: String,
+}
+
+/// A run that acquired, never finished, and whose lease has expired: its outputs file may
+/// still hold what it applied.
+#[derive(Clone, Debug)]
+pub struct Abandoned {
+    pub run_id: String,
+    pub job: String,
+    pub scheduled_at: Timestamp,
+}
+
+pub trait Store {
+    /// The store's clock.
+    fn now(&mut self) -> Result<Timestamp, StoreError>;
+    /// Takes the lease and writes `start`, or says why not; one transaction.
+    fn acquire(&mut self, req: &AcquireRequest) -> Result<AcquireResult, StoreError>;
+    /// Writes `end`, outputs and any dead letter, sets the slot's state and releases the
+    /// lease if this fence still holds it; one transaction. Idempotent per run id (a spooled
+    /// finish written twice is written once).
+    fn finish(&mut self, fin: &Finish) -> Result<(), StoreError>;
+    /// Appends one event (`skip`, `manual`).
+    fn append(&mut self, ev: &EventRow) -> Result<(), StoreError>;
+    /// Outputs of a run that died: added once (the run's `end` was never written).
+    fn ingest_abandoned(&mut self, run: &Abandoned, keys: &[OutputRow]) -> Result<u64, StoreError>;
+    /// Runs whose lease expired with no `end` written.
+    fn abandoned(&mut self) -> Result<Vec<Abandoned>, StoreError>;
+    fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError>;
+    fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError>;
+}
+
+/// Opens the store a URL names, creating a SQLite file and its tables on first use.
+pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    open_with(url, false)
+}
+
+/// `migrate`: create or upgrade the tables whatever the store says its version is.
+pub fn open_with(url: &str, migrate: bool) -> Result<Box<dyn Store>, StoreError> {
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if path.is_empty() {
+            return Err(StoreError(
+                "`sqlite:` needs a file path (sqlite:PATH)".into(),
+            ));
+        }
+        return Ok(Box::new(sqlite::SqliteStore::open_with(
+            std::path::Path::new(path),
+            migrate,
+        )?));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Box::new(postgres::PgStore::open(url)?));
+    }
+    Err(StoreError(format!(
+        "`{}` is not a store URL this batchguard supports (sqlite:PATH or postgres://…)",
+        crate::db::mask(url)
+    )))
+}
+
+/// Microseconds since the epoch (the lease columns' unit).
+pub fn micros(t: Timestamp) -> i64 {
+    t.as_microsecond()
+}
+
+/// An event's time as the ledger stores it: RFC 3339 UTC, microseconds.
+pub fn rfc3339(t: Timestamp) -> String {
+    let t = Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t);
+    t.to_string()
+}
+
+/// At most 4 KiB of a `detail`, cut at a character boundary.
+pub fn clip_detail(s: &str) -> String {
+    const MAX: usize = 4096;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut cut = MAX;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s[..cut].to_owned()
+}

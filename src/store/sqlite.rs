@@ -1,0 +1,443 @@
+//! The SQLite store (`sqlite:PATH`): one host, several processes. WAL and a busy timeout
+//! let the processes share the file; every write is an immediate transaction, so the
+//! acquire's check and its upsert see one state. The clock is the host's (SPEC 7.1 item 2).
+
+use super::{
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
+    Refusal, SlotRow, SlotState, Store, StoreError, micros, rfc3339,
+};
+use jiff::Timestamp;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{Connection, Row};
+use std::path::Path;
+use std::time::Duration;
+
+/// The DDL: the ledger tables and the store's own.
+pub const DDL: [&str; 2] = [
+    include_str!("../../schemas/ledger.sqlite.sql"),
+    include_str!("../../schemas/store.sqlite.sql"),
+];
+
+/// Bumped when the DDL changes; `PRAGMA user_version` says which a file has.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Long enough for 50 contenders on one slot to queue, short enough to fail a stuck file.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct SqliteStore {
+    rt: tokio::runtime::Runtime,
+    conn: SqliteConnection,
+    shown: String,
+}
+
+const ACQUIRE_LEASE: &str = "\
+INSERT INTO batchguard_leases (key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'held'
+WHERE NOT EXISTS (SELECT 1 FROM batchguard_slots s WHERE s.job = ?2 AND s.scheduled_at = ?3
+                  AND (s.state = 'succeeded' OR (s.state = 'dead_lettered' AND NOT ?9)))
+ON CONFLICT (key) DO UPDATE SET
+    job = excluded.job, scheduled_at = excluded.scheduled_at, holder = excluded.holder,
+    run_id = excluded.run_id, fence = excluded.fence, acquired_at = excluded.acquired_at,
+    lease_until = excluded.lease_until, state = 'held'
+WHERE batchguard_leases.lease_until <= excluded.acquired_at OR batchguard_leases.state = 'released'
+RETURNING fence";
+
+const INSERT_EVENT: &str = "\
+INSERT INTO batchguard_events (run_id, job, scheduled_at, event, at, instance, attempt, status,
+    error_code, snapshot_digest, \"trigger\", fence, detail)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+
+impl SqliteStore {
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, false)
+    }
+
+    /// `migrate`: runs the (idempotent) DDL even when the file says it is current, so
+    /// a dropped table comes back.
+    pub fn open_with(path: &Path, migrate: bool) -> Result<SqliteStore, StoreError> {
+        let shown = format!("sqlite:{}", path.display());
+        let rt = crate::db::runtime().map_err(StoreError)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError(format!("{shown}: cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT);
+        let fail = |what: &str, e: sqlx::Error| StoreError(format!("{shown}: {what}: {e}"));
+        let conn = rt.block_on(async {
+            let mut conn = SqliteConnection::connect_with(&options)
+                .await
+                .map_err(|e| fail("cannot open", e))?;
+            let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+                .fetch_one(&mut conn)
+                .await
+                .map_err(|e| fail("cannot read the schema version", e))?;
+            if migrate || version < SCHEMA_VERSION {
+                sqlx::raw_sql("BEGIN IMMEDIATE")
+                    .execute(&mut conn)
+                    .await
+                    .map_err(|e| fail("cannot lock the file", e))?;
+                for ddl in DDL {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
+                        .execute(&mut conn)
+                        .await
+                        .map_err(|e| fail("cannot create the tables", e))?;
+                }
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "PRAGMA user_version = {SCHEMA_VERSION}; COMMIT"
+                )))
+                .execute(&mut conn)
+                .await
+                .map_err(|e| fail("cannot create the tables", e))?;
+            }
+            Ok::<_, StoreError>(conn)
+        })?;
+        Ok(SqliteStore { rt, conn, shown })
+    }
+
+    fn fail(&self, what: &str, e: sqlx::Error) -> StoreError {
+        StoreError(format!("{}: {what}: {e}", self.shown))
+    }
+}
+
+async fn insert_event(conn: &mut SqliteConnection, ev: &EventRow) -> Result<(), sqlx::Error> {
+    sqlx::query(INSERT_EVENT)
+        .bind(&ev.run_id)
+        .bind(&ev.job)
+        .bind(rfc3339(ev.scheduled_at))
+        .bind(&ev.event)
+        .bind(rfc3339(ev.at))
+        .bind(&ev.instance)
+        .bind(ev.attempt.map(i64::from))
+        .bind(&ev.status)
+        .bind(&ev.error_code)
+        .bind(&ev.snapshot_digest)
+        .bind(&ev.trigger)
+        .bind(ev.fence)
+        .bind(ev.detail.as_deref().map(super::clip_detail))
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+async fn insert_outputs(
+    conn: &mut SqliteConnection,
+    job: &str,
+    scheduled_at: &str,
+    run_id: &str,
+    outputs: &[OutputRow],
+) -> Result<(), sqlx::Error> {
+    for o in outputs {
+        sqlx::query(
+            "INSERT INTO batchguard_outputs (job, scheduled_at, run_id, output_key, at) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .bind(job)
+        .bind(scheduled_at)
+        .bind(run_id)
+        .bind(&o.key)
+        .bind(rfc3339(o.at))
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on any error.
+async fn immediate<T>(
+    conn: &mut SqliteConnection,
+    body: impl AsyncFnOnce(&mut SqliteConnection) -> Result<(T, bool), sqlx::Error>,
+) -> Result<T, sqlx::Error> {
+    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+    match body(&mut *conn).await {
+        Ok((v, commit)) => {
+            let end = if commit { "COMMIT" } else { "ROLLBACK" };
+            sqlx::raw_sql(end).execute(&mut *conn).await?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+            Err(e)
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn now(&mut self) -> Result<Timestamp, StoreError> {
+        Ok(Timestamp::now())
+    }
+
+    fn acquire(&mut self, req: &AcquireRequest) -> Result<AcquireResult, StoreError> {
+        let slot = rfc3339(req.scheduled_at);
+        let ttl_us = i64::try_from(req.ttl_secs)
+            .unwrap_or(i64::MAX / 2_000_000)
+            .saturating_mul(1_000_000);
+        let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
+            let now = Timestamp::now();
+            let now_us = micros(now);
+            let prior: Option<(i64, String, String)> = sqlx::query_as(
+                "SELECT attempts, state, run_id FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2",
+            )
+            .bind(&req.job)
+            .bind(&slot)
+            .fetch_optional(&mut *c)
+            .await?;
+            let attempts_so_far = prior.as_ref().map_or(0, |p| p.0);
+            if let Some((_, state, run_id)) = &prior {
+                if state == "succeeded" {
+                    return Ok((
+                        AcquireResult::Refused(Refusal::Succeeded {
+                            run_id: run_id.clone(),
+                        }),
+                        false,
+                    ));
+                }
+                if state == "dead_lettered" && !req.manual {
+                    return Ok((AcquireResult::Refused(Refusal::DeadLettered), false));
+                }
+            }
+            let fence: i64 = sqlx::query_scalar(
+                "UPDATE batchguard_fence SET value = value + 1 WHERE id = 1 RETURNING value",
+            )
+            .fetch_one(&mut *c)
+            .await?;
+            let taken: Option<i64> = sqlx::query_scalar(ACQUIRE_LEASE)
+                .bind(&req.key)
+                .bind(&req.job)
+                .bind(&slot)
+                .bind(&req.holder)
+                .bind(&req.run_id)
+                .bind(fence)
+                .bind(now_us)
+                .bind(now_us.saturating_add(ttl_us))
+                .bind(req.manual)
+                .fetch_optional(&mut *c)
+                .await?;
+            if taken.is_none() {
+                let held: Option<(String, String, i64, i64)> = sqlx::query_as(
+                    "SELECT holder, run_id, fence, lease_until FROM batchguard_leases WHERE key = ?1",
+                )
+                .bind(&req.key)
+                .fetch_optional(&mut *c)
+                .await?;
+                let refusal = match held {
+                    Some((holder, run_id, fence, until)) => Refusal::Held {
+                        holder,
+                        run_id,
+                        fence,
+                        ends_in_secs: ((until - now_us).max(0) + 999_999) / 1_000_000,
+                    },
+                    None => Refusal::DeadLettered,
+                };
+                return Ok((AcquireResult::Refused(refusal), false));
+            }
+            // The lease is ours; a slot whose attempts are all used is dead-lettered instead.
+            if let Some(max) = req.max_attempts
+                && !req.manual
+                && u64::try_from(attempts_so_far).unwrap_or(0) >= max
+            {
+                sqlx::query(
+                    "UPDATE batchguard_slots SET state = 'dead_lettered' WHERE job = ?1 AND scheduled_at = ?2",
+                )
+                .bind(&req.job)
+                .bind(&slot)
+                .execute(&mut *c)
+                .await?;
+                sqlx::query(
+                    "UPDATE batchguard_leases SET state = 'released', lease_until = ?2 WHERE key = ?1",
+                )
+                .bind(&req.key)
+                .bind(now_us)
+                .execute(&mut *c)
+                .await?;
+                let mut dl = req.start.clone();
+                dl.event = "dead_letter".into();
+                dl.at = now;
+                dl.attempt = u32::try_from(attempts_so_far).ok();
+                dl.error_code = Some("ATTEMPTS_EXHAUSTED".into());
+                dl.detail = Some(format!(
+                    "all {attempts_so_far} attempts were used; the last one never reported an end"
+                ));
+                dl.snapshot_digest = None;
+                insert_event(c, &dl).await?;
+                let attempts = u32::try_from(attempts_so_far).unwrap_or(u32::MAX);
+                return Ok((AcquireResult::Refused(Refusal::Exhausted { attempts }), true));
+            }
+            let attempt: i64 = sqlx::query_scalar(
+                "INSERT INTO batchguard_slots (job, scheduled_at, attempts, state, run_id) \
+                 VALUES (?1, ?2, 1, 'running', ?3) \
+                 ON CONFLICT (job, scheduled_at) DO UPDATE SET attempts = attempts + 1, \
+                 state = 'running', run_id = excluded.run_id RETURNING attempts",
+            )
+            .bind(&req.job)
+            .bind(&slot)
+            .bind(&req.run_id)
+            .fetch_one(&mut *c)
+            .await?;
+            let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
+            let mut start = req.start.clone();
+            start.at = now;
+            start.attempt = Some(attempt);
+            start.fence = Some(fence);
+            insert_event(c, &start).await?;
+            Ok((
+                AcquireResult::Acquired(Acquired {
+                    fence,
+                    attempt,
+                    at: now,
+                }),
+                true,
+            ))
+        }));
+        result.map_err(|e| self.fail("cannot acquire the lease", e))
+    }
+
+    fn finish(&mut self, fin: &Finish) -> Result<(), StoreError> {
+        let slot = rfc3339(fin.scheduled_at);
+        let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
+            let done: Option<i64> = sqlx::query_scalar(
+                "SELECT 1 FROM batchguard_events WHERE run_id = ?1 AND event = 'end' LIMIT 1",
+            )
+            .bind(&fin.run_id)
+            .fetch_optional(&mut *c)
+            .await?;
+            if done.is_some() {
+                return Ok(((), false));
+            }
+            insert_event(c, &fin.end).await?;
+            insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs).await?;
+            if let Some(dl) = &fin.dead_letter {
+                insert_event(c, dl).await?;
+            }
+            let state = if fin.dead_letter.is_some() {
+                SlotState::DeadLettered
+            } else {
+                fin.state
+            };
+            sqlx::query(
+                "UPDATE batchguard_slots SET state = ?3 WHERE job = ?1 AND scheduled_at = ?2 \
+                 AND (run_id = ?4 OR ?3 = 'succeeded')",
+            )
+            .bind(&fin.job)
+            .bind(&slot)
+            .bind(state.as_str())
+            .bind(&fin.run_id)
+            .execute(&mut *c)
+            .await?;
+            sqlx::query(
+                "UPDATE batchguard_leases SET state = 'released', lease_until = MIN(lease_until, ?3) \
+                 WHERE key = ?1 AND fence = ?2",
+            )
+            .bind(&fin.key)
+            .bind(fin.fence)
+            .bind(micros(Timestamp::now()))
+            .execute(&mut *c)
+            .await?;
+            Ok(((), true))
+        }));
+        result.map_err(|e| self.fail("cannot write the end of the run", e))
+    }
+
+    fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {
+        let result = self.rt.block_on(insert_event(&mut self.conn, ev));
+        result.map_err(|e| self.fail("cannot write an event", e))
+    }
+
+    fn ingest_abandoned(&mut self, run: &Abandoned, keys: &[OutputRow]) -> Result<u64, StoreError> {
+        let slot = rfc3339(run.scheduled_at);
+        let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
+            let seen: Option<i64> =
+                sqlx::query_scalar("SELECT 1 FROM batchguard_outputs WHERE run_id = ?1 LIMIT 1")
+                    .bind(&run.run_id)
+                    .fetch_optional(&mut *c)
+                    .await?;
+            if seen.is_some() {
+                return Ok((0, false));
+            }
+            insert_outputs(c, &run.job, &slot, &run.run_id, keys).await?;
+            Ok((keys.len() as u64, true))
+        }));
+        result.map_err(|e| self.fail("cannot write the outputs of an abandoned run", e))
+    }
+
+    fn abandoned(&mut self) -> Result<Vec<Abandoned>, StoreError> {
+        let now_us = micros(Timestamp::now());
+        let rows: Result<Vec<(String, String, String)>, _> = self.rt.block_on(
+            sqlx::query_as(
+                "SELECT s.run_id, s.job, s.scheduled_at FROM batchguard_events s \
+                 WHERE s.event = 'start' \
+                 AND NOT EXISTS (SELECT 1 FROM batchguard_events e WHERE e.run_id = s.run_id AND e.event = 'end') \
+                 AND NOT EXISTS (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > ?1)",
+            )
+            .bind(now_us)
+            .fetch_all(&mut self.conn),
+        );
+        let rows = rows.map_err(|e| self.fail("cannot read the runs", e))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(run_id, job, at)| {
+                Some(Abandoned {
+                    run_id,
+                    job,
+                    scheduled_at: at.parse().ok()?,
+                })
+            })
+            .collect())
+    }
+
+    fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
+        let now_us = micros(Timestamp::now());
+        let rows = self.rt.block_on(
+            sqlx::query(
+                "SELECT key, job, scheduled_at, holder, run_id, fence, lease_until FROM batchguard_leases \
+                 WHERE state = 'held' AND lease_until > ?1 AND (?2 IS NULL OR job = ?2) ORDER BY key",
+            )
+            .bind(now_us)
+            .bind(job)
+            .fetch_all(&mut self.conn),
+        );
+        let rows = rows.map_err(|e| self.fail("cannot read the leases", e))?;
+        Ok(rows
+            .iter()
+            .map(|r| LeaseRow {
+                key: r.get(0),
+                job: r.get(1),
+                scheduled_at: r.get(2),
+                holder: r.get(3),
+                run_id: r.get(4),
+                fence: r.get(5),
+                secs_left: ((r.get::<i64, _>(6) - now_us).max(0) + 999_999) / 1_000_000,
+            })
+            .collect())
+    }
+
+    fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {
+        let rows = self.rt.block_on(
+            sqlx::query(
+                "SELECT job, scheduled_at, attempts, state, run_id FROM ( \
+                   SELECT *, row_number() OVER (PARTITION BY job ORDER BY scheduled_at DESC) AS n \
+                   FROM batchguard_slots WHERE (?1 IS NULL OR job = ?1)) \
+                 WHERE n <= ?2 ORDER BY job, scheduled_at DESC",
+            )
+            .bind(job)
+            .bind(i64::from(per_job))
+            .fetch_all(&mut self.conn),
+        );
+        let rows = rows.map_err(|e| self.fail("cannot read the slots", e))?;
+        Ok(rows
+            .iter()
+            .map(|r| SlotRow {
+                job: r.get(0),
+                scheduled_at: r.get(1),
+                attempts: r.get(2),
+                state: r.get(3),
+                run_id: r.get(4),
+            })
+            .collect())
+    }
+}

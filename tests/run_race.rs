@@ -1,0 +1,272 @@
+//! THE RACE (SPEC 7.1 items 3, 8): at least 8 real `batchguard run` processes per slot, a
+//! random tenth of them SIGKILLed (and the holder of every tenth slot killed mid-run), on
+//! one SQLite store. The job proves exclusivity itself: a non-blocking OS file lock per slot
+//! that it must never find taken, and monotonic intervals that never overlap. Rounds go on
+//! (synchronised on process exits and ledger rows, never on sleeps) until every slot has
+//! succeeded; then each slot succeeded exactly once, fences rise per slot, and `audit` finds
+//! no duplicate run or output.
+//!
+//! `BATCHGUARD_RACE_SLOTS` sets the slot count (default 200 under `CI=true`, else 30);
+//! `BATCHGUARD_RACE_PROCS` the processes per slot (default 8).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const JOB: &str = r#"
+import fcntl, os, sys, time, random
+d = sys.argv[1]
+slot = os.environ["BATCHGUARD_SCHEDULED_AT"].replace(":", "")
+lk = open(os.path.join(d, "lock-" + slot), "w")
+try:
+    fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except OSError:
+    open(os.path.join(d, "VIOLATION"), "a").write(slot + "\n")
+    sys.exit(3)
+t0 = time.monotonic_ns()
+with open(os.path.join(d, "started-" + slot), "a") as f:
+    f.write("%d\n" % os.getppid())
+time.sleep(random.uniform(0.02, 0.08))
+# Idempotent, as a real job must be: a killed holder may already have applied the key.
+try:
+    os.close(os.open(os.path.join(d, "applied-" + slot), os.O_CREAT | os.O_EXCL))
+    open(os.environ["BATCHGUARD_OUTPUTS"], "a").write("key-" + slot + "\n")
+except FileExistsError:
+    pass
+t1 = time.monotonic_ns()
+with open(os.path.join(d, "intervals"), "a") as f:
+    f.write("%s %s %d %d\n" % (slot, os.environ["BATCHGUARD_FENCE"], t0, t1))
+"#;
+
+fn env_n(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A small xorshift: the test needs no crate for "random".
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn racing_processes_never_hold_one_slot_twice() {
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    let slots = env_n("BATCHGUARD_RACE_SLOTS", if ci { 200 } else { 30 });
+    let procs = env_n("BATCHGUARD_RACE_PROCS", 8).max(8);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("job.py"), JOB).unwrap();
+    std::fs::write(
+        d.join("m.batchguard.yaml"),
+        format!(
+            "version: 1\nservice: race\njobs:\n  - name: r\n    schedule: \"* * * * *\"\n    expected_duration: 1s\n    command: [\"python3\", \"job.py\", \"{}\"]\n    lock:\n      key: \"{{job}}:{{scheduled_at}}\"\n      ttl: 6s\n    retry:\n      max_attempts: 100\n      backoff: fixed\n      initial_delay: 0s\n      on_unknown: retry\n",
+            d.display()
+        ),
+    )
+    .unwrap();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_batchguard"));
+    let base = jiff::Timestamp::from_second(1_772_330_400).unwrap(); // 2026-03-01T02:00:00Z
+    let slot_of = |i: usize| {
+        base.checked_add(jiff::SignedDuration::from_mins(i as i64))
+            .unwrap()
+            .to_string()
+    };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ slots as u64);
+    let mut pending: Vec<usize> = (0..slots).collect();
+    let mut killed = 0usize;
+    let mut spawned = 0usize;
+    let started = Instant::now();
+    let mut round = 0;
+    while !pending.is_empty() {
+        round += 1;
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "slots never finished: {pending:?}"
+        );
+        for chunk in pending.chunks(10) {
+            let mut children: Vec<(usize, Child)> = Vec::new();
+            for &i in chunk {
+                for p in 0..procs {
+                    let c = Command::new(&bin)
+                        .current_dir(d)
+                        .args(["run", "--manifest", "m.batchguard.yaml", "--job", "r"])
+                        .args([
+                            "--scheduled-at",
+                            &slot_of(i),
+                            "--instance",
+                            &format!("i{p}"),
+                        ])
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .expect("spawn run");
+                    spawned += 1;
+                    children.push((i, c));
+                }
+            }
+            // A random tenth of the processes, killed at once (some before, some after the acquire).
+            for (_, c) in children.iter_mut() {
+                if round == 1 && rng.next().is_multiple_of(10) {
+                    let _ = c.kill();
+                    killed += 1;
+                }
+            }
+            // The holder of every tenth slot, killed mid-run (once its job said it started).
+            if round == 1 {
+                for &i in chunk.iter().filter(|i| *i % 10 == 3) {
+                    let marker = d.join(format!("started-{}", slot_of(i).replace(':', "")));
+                    let until = Instant::now() + Duration::from_secs(20);
+                    while Instant::now() < until {
+                        if let Ok(s) = std::fs::read_to_string(&marker)
+                            && let Some(pid) = s.lines().next().and_then(|l| l.parse::<i32>().ok())
+                        {
+                            unsafe { libc::kill(pid, libc::SIGKILL) };
+                            killed += 1;
+                            break;
+                        }
+                        if children
+                            .iter_mut()
+                            .filter(|(s, _)| *s == i)
+                            .all(|(_, c)| matches!(c.try_wait(), Ok(Some(_))))
+                        {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            }
+            for (_, mut c) in children {
+                let _ = c.wait();
+            }
+        }
+        let done = succeeded_slots(&d.join(".batchguard/store.db"));
+        let before = pending.len();
+        pending.retain(|i| !done.contains(&slot_of(*i)));
+        if pending.len() == before {
+            // Every remaining slot is held by a killed run whose lease has not expired yet.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    eprintln!("race: {slots} slots, {spawned} processes, {killed} killed, {round} rounds");
+    assert!(
+        !d.join("VIOLATION").exists(),
+        "a job found its slot's lock taken: {}",
+        std::fs::read_to_string(d.join("VIOLATION")).unwrap_or_default()
+    );
+    // Intervals of one slot never overlap.
+    let text = std::fs::read_to_string(d.join("intervals")).unwrap_or_default();
+    let mut by_slot: HashMap<String, Vec<(i64, u128, u128)>> = HashMap::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        by_slot.entry(f[0].into()).or_default().push((
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        ));
+    }
+    for (slot, mut iv) in by_slot {
+        iv.sort_by_key(|x| x.1);
+        for w in iv.windows(2) {
+            assert!(w[0].2 <= w[1].1, "slot {slot}: intervals overlap: {w:?}");
+        }
+    }
+    // The ledger: one success per slot, fences strictly rising per slot.
+    let (ends, fences) = ledger(&d.join(".batchguard/store.db"));
+    for i in 0..slots {
+        let s = slot_of(i);
+        assert_eq!(
+            ends.get(&s).copied().unwrap_or(0),
+            1,
+            "slot {s} succeeded {:?} times",
+            ends.get(&s)
+        );
+        let f = &fences[&s];
+        assert!(f.windows(2).all(|w| w[0] < w[1]), "slot {s}: fences {f:?}");
+    }
+    let to = base
+        .checked_add(jiff::SignedDuration::from_mins(slots as i64))
+        .unwrap()
+        .to_string();
+    let audit = Command::new(&bin)
+        .current_dir(d)
+        .args([
+            "audit",
+            "--ledger",
+            "sqlite:.batchguard/store.db",
+            "--manifest",
+            "m.batchguard.yaml",
+        ])
+        .args(["--from", &base.to_string(), "--to", &to, "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).expect("audit json");
+    let codes: HashSet<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(
+        !codes.contains("AU102") && !codes.contains("AU201"),
+        "audit: {codes:?}"
+    );
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn succeeded_slots(db: &std::path::Path) -> HashSet<String> {
+    rt().block_on(async {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+            .await
+            .unwrap();
+        let v: Vec<String> = sqlx::query_scalar(
+            "SELECT scheduled_at FROM batchguard_events WHERE event = 'end' AND status = 'success'",
+        )
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+        v.into_iter().collect()
+    })
+}
+
+fn ledger(db: &std::path::Path) -> (HashMap<String, usize>, HashMap<String, Vec<i64>>) {
+    rt().block_on(async {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+            .await
+            .unwrap();
+        let rows: Vec<(String, String, Option<String>, Option<i64>)> = sqlx::query_as(
+            "SELECT scheduled_at, event, status, fence FROM batchguard_events ORDER BY rowid",
+        )
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+        let mut ends = HashMap::new();
+        let mut fences: HashMap<String, Vec<i64>> = HashMap::new();
+        for (s, e, st, f) in rows {
+            if e == "end" && st.as_deref() == Some("success") {
+                *ends.entry(s.clone()).or_insert(0) += 1;
+            }
+            if e == "start" {
+                fences.entry(s).or_default().push(f.unwrap_or(0));
+            }
+        }
+        (ends, fences)
+    })
+}
