@@ -66,6 +66,8 @@ fn write_csv(dir: &std::path::Path, ev: &[Event], out: &[Output]) -> (String, St
             opt(&e.error_code),
             opt(&e.snapshot_digest),
             e.trigger.as_str().into(),
+            String::new(), // fence
+            String::new(), // detail
         ])
         .expect("row");
     }
