@@ -2,8 +2,8 @@
 """SPEC 10 audit benchmark: 10M events + 5M outputs as CSV, batchguard vs DuckDB.
 
 One command: builds batchguard and the generator (release), generates the ledger with
-`examples/gen_ledger` (skipped when bench-data/audit already holds it), installs DuckDB from
-PyPI into .venv-bench, runs `batchguard audit` and DuckDB running the equivalent SQL over the
+`gen-ledger` (`crates/ledger-gen`; skipped when bench-data/audit already holds it), installs
+DuckDB from PyPI into .venv-bench, runs `batchguard audit` and DuckDB running the equivalent SQL over the
 same CSV files, and prints wall time, peak RSS and the ratios.
 
     python3 scripts/bench-audit.py [--events 10000000] [--runs 1]
@@ -21,6 +21,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-bench"
+# Where cargo puts the binaries: CARGO_TARGET_DIR (relative to the root) or target/.
+RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
 
 SQL = r"""
 PRAGMA threads={threads};
@@ -120,10 +122,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     data = ROOT / "bench-data" / f"audit-{a.events}-{a.seed}"
-    run(["cargo", "build", "--release", "--quiet", "--bin", "batchguard", "--example", "gen_ledger"], cwd=ROOT)
-    bg = ROOT / "target" / "release" / "batchguard"
+    run(["cargo", "build", "--release", "--quiet", "--bin", "batchguard", "--bin", "gen-ledger"], cwd=ROOT)
+    bg = RELEASE / "batchguard"
     if not (data / "expected.json").exists():
-        run([ROOT / "target" / "release" / "examples" / "gen_ledger", "--out", data,
+        run([RELEASE / "gen-ledger", "--out", data,
              "--seed", str(a.seed), "--events", str(a.events), "--jobs", "200",
              "--dialect", "kubernetes"])
     exp = json.loads((data / "expected.json").read_text())

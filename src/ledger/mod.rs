@@ -248,7 +248,6 @@ pub struct SourceError(pub String);
 
 pub mod csv;
 pub mod format;
-pub mod generate;
 pub mod input;
 pub mod jsonl;
 pub mod read;

@@ -1,12 +1,12 @@
 //! Writes a synthetic ledger with known defects and their expected audit counts.
 //!
 //! ```text
-//! cargo run --release --example gen_ledger -- --out /tmp/ledger --seed 1 --events 10000000
+//! cargo run --release -p batchguard-ledger-gen -- --out /tmp/ledger --seed 1 --events 10000000
 //! ```
-//! See `docs/ledger.md` ("The generator") and `batchguard::ledger::generate`.
+//! See `docs/ledger.md` ("The generator") and the library of this crate.
 
-use batchguard::ledger::generate::{CODES, Format, GenOptions, generate};
 use batchguard::schedule::Dialect;
+use batchguard_ledger_gen::{CODES, Format, GenOptions, generate};
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;

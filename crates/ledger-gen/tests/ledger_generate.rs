@@ -3,10 +3,10 @@
 //! that need no manifest: AU103, AU104, AU107, AU201). The audit's own tests check every
 //! code against `expected.json`.
 
-use batchguard::ledger::generate::{CODES, Format, GenOptions, Generated, generate};
 use batchguard::ledger::{
     Event, EventKind, Output, ReadOptions, Source, read_events, read_outputs,
 };
+use batchguard_ledger_gen::{CODES, Format, GenOptions, Generated, generate};
 use std::collections::{HashMap, HashSet};
 
 fn gen_in(dir: &std::path::Path, seed: u64, format: Format) -> Generated {

@@ -1,5 +1,9 @@
-//! A synthetic ledger with known defects: it feeds the audit's tests, the demo and the
-//! benchmark (`cargo run --release --example gen_ledger -- --out DIR --seed N --events 10000000`).
+//! A synthetic ledger with known defects: it feeds the audit's tests and the benchmark
+//! (`cargo run --release -p batchguard-ledger-gen -- --out DIR --seed N --events 10000000`).
+//!
+//! A workspace crate of its own, not part of the `batchguard` library: it uses only the
+//! library's public schedule engine, so the library carries neither its code nor its
+//! dependencies. Same options, same bytes: `tests/golden.rs` pins the SHA-256 of every file.
 //!
 //! It writes one manifest (`manifest.batchguard.yaml`, one service whose dialect is
 //! `--dialect` or else picked by the seed, jobs in UTC, Asia/Seoul, Europe/Berlin and
@@ -19,7 +23,7 @@
 //!   twice, and jobs written `service/name`.
 //! - AU107: two job names no manifest declares, with clean runs.
 
-use crate::schedule::{Dialect, Schedule};
+use batchguard::schedule::{Dialect, Schedule};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use std::fs::File;

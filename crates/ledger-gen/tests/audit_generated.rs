@@ -2,7 +2,7 @@
 //! `expected.json`, and the expected-slot metric equals the generator's due slots.
 
 use batchguard::audit::run::{RunOptions, run};
-use batchguard::ledger::generate::{CODES, Format, GenOptions, generate};
+use batchguard_ledger_gen::{CODES, Format, GenOptions, generate};
 
 fn check(seed: u64, format: Format) {
     let dir = tempfile::tempdir().expect("tempdir");
