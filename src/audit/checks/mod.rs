@@ -183,3 +183,33 @@ pub(crate) fn slot(v: &SlotView, out: &mut Vec<AuditFinding>) {
 pub(crate) fn job_end(job: &JobView, out: &mut Vec<AuditFinding>) {
     au201_duplicate_output::check(job, out);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_lists_every_check_once_in_code_order() {
+        let codes: Vec<&str> = all().map(|m| m.code).collect();
+        let mut sorted = codes.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(codes, sorted);
+        assert!(std::ptr::eq(meta("AU101").unwrap_or(&AU001), &AU101));
+        assert!(meta("AU999").is_none());
+    }
+
+    #[test]
+    fn every_check_is_documented_from_its_doc_comment() {
+        for m in all() {
+            let doc = m.doc_text();
+            assert!(doc.starts_with("## What it does\n"), "{}: {doc:?}", m.code);
+            assert!(doc.contains("\n## Why it matters\n"), "{}", m.code);
+            assert!(
+                !doc.contains("\n "),
+                "{}: a doc line kept its leading space",
+                m.code
+            );
+        }
+    }
+}

@@ -437,3 +437,48 @@ impl Slots {
         self.arena.get(self.exec(x).name).to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots_with(run: &str) -> (Slots, u32) {
+        let mut s = Slots::new();
+        let slot = s.slot_id(0, 1_000);
+        s.exec_mut(run, slot);
+        (s, slot)
+    }
+
+    #[test]
+    fn a_success_anywhere_wins_and_a_failure_beats_no_end() {
+        let (mut s, slot) = slots_with("r1");
+        let e = s.exec_mut("r1", slot);
+        assert_eq!(e.status, RunStatus::Open);
+        e.ended(2_000, 1, false, false);
+        assert_eq!(e.status, RunStatus::Failure);
+        e.ended(3_000, 2, true, false);
+        e.ended(4_000, 2, false, true);
+        assert_eq!(e.status, RunStatus::Success);
+        assert!(e.flags.fatal_failure());
+        assert_eq!((e.end, e.attempt), (4_000, 2));
+    }
+
+    #[test]
+    fn a_run_id_in_two_slots_is_one_execution_after_merging() {
+        let mut s = Slots::new();
+        let a = s.slot_id(0, 1_000);
+        let b = s.slot_id(0, 2_000);
+        s.exec_mut("r1", a).started(1_500, 1, true);
+        s.exec_mut("other", b);
+        s.exec_mut("r1", b).ended(2_500, 3, true, false);
+        s.merge_runs();
+        let in_a: Vec<u32> = s.chain(a).collect();
+        assert_eq!(in_a.len(), 1);
+        let e = s.exec(in_a[0]);
+        assert_eq!((e.start, e.end, e.attempt), (1_500, 2_500, 3));
+        assert!(e.succeeded() && e.flags.manual_trigger());
+        assert_eq!(s.chain(b).count(), 1, "the copy left slot b");
+        assert_eq!(s.by_hash(run_hash("r1")), Some(in_a[0]));
+        assert_eq!(s.run_id(in_a[0]), "r1");
+    }
+}
