@@ -21,7 +21,10 @@ new="$(realpath "${2:?usage: compare-audit.sh OLD NEW [GENERATOR]}")"
 gen="${3:-}"
 work="${WORK:-/tmp/compare-audit}"
 if [ -z "$gen" ]; then
-  (cd "$root" && cargo build --release --quiet --example gen_ledger)
+  (cd "$root" && cargo build --release --quiet --example gen_ledger) || {
+    echo "compare-audit: could not build examples/gen_ledger; pass the generator as GENERATOR" >&2
+    exit 2
+  }
   gen="${CARGO_TARGET_DIR:-$root/target}/release/examples/gen_ledger"
 fi
 rm -rf "$work"
