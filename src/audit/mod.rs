@@ -13,13 +13,17 @@
 //! bound of the percentiles.
 
 pub mod checks;
-mod engine;
+mod fold;
 pub mod hist;
 pub mod manifests;
+mod metrics;
 pub mod run;
 pub mod snapshot;
+mod view;
 
-pub use engine::{Auditor, OutputTally};
+pub use fold::Auditor;
+pub use fold::outputs::OutputTally;
+pub use metrics::Metrics;
 
 use crate::finding::Severity;
 use crate::manifest::load::Loaded;
@@ -189,35 +193,6 @@ pub(crate) fn ser_ts_opt<S: serde::Serializer>(
     }
 }
 
-/// SPEC 6 metrics of one job (or the totals). Rates are `None` when their denominator is 0.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Metrics {
-    pub expected: u64,
-    pub started: u64,
-    pub succeeded: u64,
-    pub missed: u64,
-    pub failed: u64,
-    pub duplicated: u64,
-    pub lost: u64,
-    pub skipped: u64,
-    pub lock_contention_ratio: Option<f64>,
-    pub first_attempt_success_rate: Option<f64>,
-    pub success_after_retry_rate: Option<f64>,
-    pub dead_lettered: u64,
-    pub manual_recoveries: u64,
-    pub duration_p50_s: Option<f64>,
-    pub duration_p95_s: Option<f64>,
-    pub duration_p99_s: Option<f64>,
-    pub duration_max_s: Option<f64>,
-    pub latency_p50_s: Option<f64>,
-    pub latency_p95_s: Option<f64>,
-    pub latency_p99_s: Option<f64>,
-    pub latency_max_s: Option<f64>,
-    pub outputs: u64,
-    pub duplicate_outputs: u64,
-    pub missing_outputs: u64,
-}
-
 /// Metrics of one job, with the data the charts need.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobReport {
@@ -307,5 +282,23 @@ impl AuditResult {
 /// `1h02m03s`, `2m05s`, `4.2s`: a length of time in seconds, for reports, rounded to the
 /// unit shown (299.6 s is `5m00s`: truncating would add up to a second of error).
 pub fn human_secs(s: f64) -> String {
-    engine::human((s * 1000.0).round() as i64)
+    human((s * 1000.0).round() as i64)
+}
+
+/// `1h02m03s`-style length of a millisecond duration.
+/// Under 10 s with a fraction: tenths (`4.2s`); else rounded to the whole second shown,
+/// never truncated (299 999 ms is `5m00s`).
+pub(crate) fn human(ms: i64) -> String {
+    if ms % 1000 != 0 && ms.abs() < 9_950 {
+        return format!("{:.1}s", ms as f64 / 1000.0);
+    }
+    let s = (ms as f64 / 1000.0).round() as i64;
+    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m{sec:02}s")
+    } else if m > 0 {
+        format!("{m}m{sec:02}s")
+    } else {
+        format!("{sec}s")
+    }
 }

@@ -275,7 +275,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     apply_severities(&mut result, &o.settings);
     if let Some(why) = outputs_absent {
         for s in &mut result.skipped {
-            if s.codes.contains(&"AU201") {
+            if s.codes.contains(&super::checks::AU201.code) {
                 s.reason = why.clone();
             }
         }

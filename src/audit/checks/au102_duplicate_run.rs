@@ -1,0 +1,37 @@
+use super::declare_check;
+use crate::audit::AuditFinding;
+use crate::audit::view::SlotView;
+
+declare_check! {
+    /// ## What it does
+    /// Within one slot `(job, scheduled_at)`, reports a second execution (`run_id`) whose `start` falls while an earlier one is **active** (from its `start` to its `end`; without `end`, until `start + lock.ttl`) or after an earlier one had **succeeded**. A retry after a failure is not a duplicate. Under the `kubernetes` dialect a local time in a repeated DST hour is two slots (two instants), so running it twice is expected.
+    ///
+    /// ## Why it matters
+    /// This is the incident behind batchguard: two instances ran the same tick and customers were billed twice.
+    AU102 {
+        code: "AU102",
+        name: "duplicate-run",
+        severity: Error,
+        summary: "a slot was executed more than once: a second execution started while another was active, or after one had succeeded",
+        help: "check the lock (key, ttl, store) and make the job idempotent",
+    }
+}
+
+/// The slot's duplicate executions, as the view found them.
+pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
+    if v.duplicates.is_empty() {
+        return;
+    }
+    let names = v.run_ids(v.duplicates);
+    out.push(v.finding(
+        &AU102,
+        format!(
+            "slot {} of `{}` was executed {} times ({}): a second execution started while another was active or after one had succeeded",
+            v.slot_text(),
+            v.job.display,
+            v.duplicates.len(),
+            names.join(", ")
+        ),
+        names,
+    ));
+}

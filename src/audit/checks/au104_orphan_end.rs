@@ -1,0 +1,37 @@
+use super::declare_check;
+use crate::audit::AuditFinding;
+use crate::audit::view::SlotView;
+
+declare_check! {
+    /// ## What it does
+    /// Reports each execution (`run_id`) that has an `end` but no `start`.
+    ///
+    /// ## Why it matters
+    /// Without the start, the run's duration, lock holding time and overlap with other runs are unknown.
+    AU104 {
+        code: "AU104",
+        name: "orphan-end",
+        severity: Error,
+        summary: "an `end` with no `start`",
+        help: "make the runner write `start` before the work begins",
+    }
+}
+
+/// Each execution with an `end` and no `start`.
+pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
+    for &x in v.execs {
+        let e = v.exec(x);
+        if !e.has_start() && e.has_end() {
+            out.push(v.finding(
+                &AU104,
+                format!(
+                    "run `{}` of `{}` (slot {}) has an `end` but no `start`",
+                    v.run_id(x),
+                    v.job.display,
+                    v.slot_text()
+                ),
+                vec![v.run_id(x)],
+            ));
+        }
+    }
+}

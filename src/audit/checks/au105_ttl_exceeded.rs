@@ -1,0 +1,46 @@
+use super::declare_check;
+use crate::audit::view::SlotView;
+use crate::audit::{AuditFinding, human};
+
+declare_check! {
+    /// ## What it does
+    /// Reports each execution with both `start` and `end` whose duration exceeds the job's `lock.ttl`.
+    ///
+    /// ## Why it matters
+    /// Once the lock expired, a second instance could acquire it for the same slot while the first still worked.
+    AU105 {
+        code: "AU105",
+        name: "ttl-exceeded",
+        severity: Error,
+        summary: "an execution ran longer than `lock.ttl`: another instance could have taken the lock",
+        help: "raise lock.ttl to 2-3x the real duration, or stop the command before the ttl runs out",
+    }
+}
+
+/// Each execution with a `start` and an `end` further apart than `lock.ttl`.
+pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
+    let (true, Some(ttl)) = (v.job.with_manifest, v.job.ttl_ms) else {
+        return;
+    };
+    for &x in v.execs {
+        let e = v.exec(x);
+        if !(e.has_start() && e.has_end()) {
+            continue;
+        }
+        let d = (e.end - e.start).max(0);
+        if d > ttl {
+            out.push(v.finding(
+                &AU105,
+                format!(
+                    "run `{}` of `{}` (slot {}) ran {}, longer than lock.ttl {}: another instance could have taken the lock",
+                    v.run_id(x),
+                    v.job.display,
+                    v.slot_text(),
+                    human(d),
+                    human(ttl)
+                ),
+                vec![v.run_id(x)],
+            ));
+        }
+    }
+}

@@ -1,0 +1,34 @@
+use super::declare_check;
+use crate::audit::AuditFinding;
+use crate::audit::view::SlotView;
+
+declare_check! {
+    /// ## What it does
+    /// Reports each due slot with at least one `start` and no successful `end` (lost executions included).
+    ///
+    /// ## Why it matters
+    /// The slot's work is not done, whatever the logs of individual attempts say.
+    AU111 {
+        code: "AU111",
+        name: "failed-run",
+        severity: Error,
+        summary: "a due slot was started but never succeeded",
+        help: "replay the slot after fixing the cause; the dead letter holds its quarantined input",
+    }
+}
+
+/// A due slot with a start and no successful end.
+pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
+    if v.due && !v.started.is_empty() && v.success_end.is_none() {
+        out.push(v.finding(
+            &AU111,
+            format!(
+                "slot {} of `{}` was started ({}) but never succeeded",
+                v.slot_text(),
+                v.job.display,
+                crate::report::plural(v.started.len(), "execution")
+            ),
+            v.run_ids(v.started),
+        ));
+    }
+}
