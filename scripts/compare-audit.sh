@@ -11,7 +11,7 @@
 # (no manifest, --job, --timezone, --fail-on warning); the exit code is compared too, and
 # so are `rules` (text and markdown) and `explain` of every audit check.
 #
-# GENERATOR is the ledger generator (`gen_ledger`); default: built from this tree.
+# GENERATOR is the ledger generator (`gen-ledger`, crates/ledger-gen); default: built from this tree.
 # WORK (default /tmp/compare-audit) keeps the ledgers and both sides' outputs.
 # Prints `identical` and exits 0, or prints the diff and exits 1.
 set -euo pipefail
@@ -21,11 +21,11 @@ new="$(realpath "${2:?usage: compare-audit.sh OLD NEW [GENERATOR]}")"
 gen="${3:-}"
 work="${WORK:-/tmp/compare-audit}"
 if [ -z "$gen" ]; then
-  (cd "$root" && cargo build --release --quiet --example gen_ledger) || {
-    echo "compare-audit: could not build examples/gen_ledger; pass the generator as GENERATOR" >&2
+  (cd "$root" && cargo build --release --quiet -p batchguard-ledger-gen --bin gen-ledger) || {
+    echo "compare-audit: could not build gen-ledger (crates/ledger-gen); pass the generator as GENERATOR" >&2
     exit 2
   }
-  gen="${CARGO_TARGET_DIR:-$root/target}/release/examples/gen_ledger"
+  gen="${CARGO_TARGET_DIR:-$root/target}/release/gen-ledger"
 fi
 rm -rf "$work"
 mkdir -p "$work/ledgers" "$work/old" "$work/new"
