@@ -135,9 +135,10 @@ fn acquire_sql(req: &AcquireRequest) -> String {
     );
     let manual = if req.manual { "true" } else { "false" };
     let ttl = req.ttl_secs.min(100 * 365 * 86_400);
-    let max = req
-        .max_attempts
-        .map_or_else(|| "NULL::bigint".to_owned(), |m| m.min(i64::MAX as u64).to_string());
+    let max = req.max_attempts.map_or_else(
+        || "NULL::bigint".to_owned(),
+        |m| m.min(i64::MAX as u64).to_string(),
+    );
     let l = "batchguard_leases";
     let free = format!(
         "(({l}.lease_until <= now() OR {l}.state <> 'held') AND {l}.fence < EXCLUDED.fence \
@@ -233,7 +234,10 @@ fn finish_sql(fin: &Finish) -> String {
         ));
     }
     if !fin.outputs.is_empty() {
-        sql.push_str(&format!(", outs AS ({})", outputs_insert(&j, &s, &r, &fin.outputs)));
+        sql.push_str(&format!(
+            ", outs AS ({})",
+            outputs_insert(&j, &s, &r, &fin.outputs)
+        ));
     }
     sql.push_str(&format!(
         ", slot AS (
@@ -549,7 +553,10 @@ mod tests {
     #[test]
     fn literals_escape_quotes_backslashes_and_nul() {
         assert_eq!(lit("a'b"), "E'a''b'");
-        assert_eq!(lit("a\\'; DROP TABLE x; --"), "E'a\\\\''; DROP TABLE x; --'");
+        assert_eq!(
+            lit("a\\'; DROP TABLE x; --"),
+            "E'a\\\\''; DROP TABLE x; --'"
+        );
         assert_eq!(lit("x\0y"), "E'x\u{fffd}y'");
     }
 }
