@@ -77,6 +77,25 @@ impl SqliteStore {
             let mut conn = SqliteConnection::connect_with(&options)
                 .await
                 .map_err(|e| fail("cannot open", e))?;
+            // Each `run` is a short process: the checkpoint SQLite runs when the last
+            // connection closes (and the WAL file it deletes and recreates, with their
+            // fsyncs) would cost every run; the WAL's auto-checkpoint still bounds it.
+            {
+                let mut h = conn
+                    .lock_handle()
+                    .await
+                    .map_err(|e| fail("cannot open", e))?;
+                // SAFETY: a valid handle, held locked for the call; the option takes an int
+                // and an optional int* for the previous value.
+                unsafe {
+                    libsqlite3_sys::sqlite3_db_config(
+                        h.as_raw_handle().as_ptr(),
+                        libsqlite3_sys::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                        1 as std::ffi::c_int,
+                        std::ptr::null_mut::<std::ffi::c_int>(),
+                    );
+                }
+            }
             let version: i64 = sqlx::query_scalar("PRAGMA user_version")
                 .fetch_one(&mut conn)
                 .await
