@@ -1,13 +1,17 @@
 //! THE RACE (SPEC 7.1 items 3, 8): at least 8 real `batchguard run` processes per slot, a
 //! random tenth of them SIGKILLed (and the holder of every tenth slot killed mid-run), on
-//! one SQLite store. The job proves exclusivity itself: a non-blocking OS file lock per slot
+//! one SQLite store and on one PostgreSQL database (a fresh one, `tests/common/pgdb.rs`). The job proves exclusivity itself: a non-blocking OS file lock per slot
 //! that it must never find taken, and monotonic intervals that never overlap. Rounds go on
 //! (synchronised on process exits and ledger rows, never on sleeps) until every slot has
 //! succeeded; then each slot succeeded exactly once, fences rise per slot, and `audit` finds
 //! no duplicate run or output.
 //!
 //! `BATCHGUARD_RACE_SLOTS` sets the slot count (default 200 under `CI=true`, else 30);
-//! `BATCHGUARD_RACE_PROCS` the processes per slot (default 8).
+//! `BATCHGUARD_RACE_PROCS` the processes per slot (default 8). The two stores race one
+//! after the other (the host's cores are the limit, not the stores).
+
+#[path = "common/pgdb.rs"]
+mod pgdb;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -57,8 +61,48 @@ impl Rng {
     }
 }
 
+/// The store under race: the default SQLite file, or a PostgreSQL database.
+enum Store {
+    Sqlite,
+    Pg(pgdb::TestDb),
+}
+
+impl Store {
+    /// The `--store` / `--ledger` URL, as seen from the race's working directory.
+    fn url(&self) -> String {
+        match self {
+            Store::Sqlite => "sqlite:.batchguard/store.db".into(),
+            Store::Pg(db) => db.url.clone(),
+        }
+    }
+}
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn racing_processes_never_hold_one_slot_twice() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    race(Store::Sqlite);
+}
+
+#[test]
+fn racing_processes_never_hold_one_slot_twice_on_postgres() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(db) = pgdb::fresh("race") else {
+        return;
+    };
+    let m = Command::new(env!("CARGO_BIN_EXE_batchguard"))
+        .args(["store", "migrate", "--store", &db.url])
+        .output()
+        .expect("migrate");
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    race(Store::Pg(db));
+}
+
+fn race(store: Store) {
+    let url = store.url();
+    // Fewer slots at once on PostgreSQL: every process holds a connection.
+    let per_chunk = if matches!(store, Store::Pg(_)) { 6 } else { 10 };
     let ci = std::env::var("CI").as_deref() == Ok("true");
     let slots = env_n("BATCHGUARD_RACE_SLOTS", if ci { 200 } else { 30 });
     let procs = env_n("BATCHGUARD_RACE_PROCS", 8).max(8);
@@ -92,13 +136,14 @@ fn racing_processes_never_hold_one_slot_twice() {
             started.elapsed() < Duration::from_secs(300),
             "slots never finished: {pending:?}"
         );
-        for chunk in pending.chunks(10) {
+        for chunk in pending.chunks(per_chunk) {
             let mut children: Vec<(usize, Child)> = Vec::new();
             for &i in chunk {
                 for p in 0..procs {
                     let c = Command::new(&bin)
                         .current_dir(d)
                         .args(["run", "--manifest", "m.batchguard.yaml", "--job", "r"])
+                        .args(["--store", &url])
                         .args([
                             "--scheduled-at",
                             &slot_of(i),
@@ -149,7 +194,7 @@ fn racing_processes_never_hold_one_slot_twice() {
                 let _ = c.wait();
             }
         }
-        let done = succeeded_slots(&d.join(".batchguard/store.db"));
+        let done = succeeded_slots(&store, d);
         let before = pending.len();
         pending.retain(|i| !done.contains(&slot_of(*i)));
         if pending.len() == before {
@@ -157,7 +202,7 @@ fn racing_processes_never_hold_one_slot_twice() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    eprintln!("race: {slots} slots, {spawned} processes, {killed} killed, {round} rounds");
+    eprintln!("race on {url}: {slots} slots, {spawned} processes, {killed} killed, {round} rounds");
     assert!(
         !d.join("VIOLATION").exists(),
         "a job found its slot's lock taken: {}",
@@ -181,7 +226,7 @@ fn racing_processes_never_hold_one_slot_twice() {
         }
     }
     // The ledger: one success per slot, fences strictly rising per slot.
-    let (ends, fences) = ledger(&d.join(".batchguard/store.db"));
+    let (ends, fences) = ledger(&store, d);
     for i in 0..slots {
         let s = slot_of(i);
         assert_eq!(
@@ -199,13 +244,7 @@ fn racing_processes_never_hold_one_slot_twice() {
         .to_string();
     let audit = Command::new(&bin)
         .current_dir(d)
-        .args([
-            "audit",
-            "--ledger",
-            "sqlite:.batchguard/store.db",
-            "--manifest",
-            "m.batchguard.yaml",
-        ])
+        .args(["audit", "--ledger", &url, "--manifest", "m.batchguard.yaml"])
         .args(["--from", &base.to_string(), "--to", &to, "--format", "json"])
         .output()
         .unwrap();
@@ -229,44 +268,64 @@ fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn succeeded_slots(db: &std::path::Path) -> HashSet<String> {
-    rt().block_on(async {
-        use sqlx::Connection;
-        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+/// Ledger rows as (scheduled_at, event, status, fence), in the order they were written.
+fn rows(
+    store: &Store,
+    dir: &std::path::Path,
+) -> Vec<(String, String, Option<String>, Option<i64>)> {
+    match store {
+        Store::Sqlite => rt().block_on(async {
+            use sqlx::Connection;
+            let db = dir.join(".batchguard/store.db");
+            let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+                .await
+                .unwrap();
+            sqlx::query_as(
+                "SELECT scheduled_at, event, status, fence FROM batchguard_events ORDER BY rowid",
+            )
+            .fetch_all(&mut c)
             .await
-            .unwrap();
-        let v: Vec<String> = sqlx::query_scalar(
-            "SELECT scheduled_at FROM batchguard_events WHERE event = 'end' AND status = 'success'",
-        )
-        .fetch_all(&mut c)
-        .await
-        .unwrap();
-        v.into_iter().collect()
-    })
+            .unwrap()
+        }),
+        Store::Pg(db) => db
+            .rows(
+                "SELECT to_char(scheduled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), \
+                 event, status, fence::text FROM batchguard_events ORDER BY at, ctid",
+            )
+            .into_iter()
+            .map(|r| {
+                (
+                    r[0].clone().unwrap(),
+                    r[1].clone().unwrap(),
+                    r[2].clone(),
+                    r[3].as_deref().and_then(|f| f.parse().ok()),
+                )
+            })
+            .collect(),
+    }
 }
 
-fn ledger(db: &std::path::Path) -> (HashMap<String, usize>, HashMap<String, Vec<i64>>) {
-    rt().block_on(async {
-        use sqlx::Connection;
-        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-            .await
-            .unwrap();
-        let rows: Vec<(String, String, Option<String>, Option<i64>)> = sqlx::query_as(
-            "SELECT scheduled_at, event, status, fence FROM batchguard_events ORDER BY rowid",
-        )
-        .fetch_all(&mut c)
-        .await
-        .unwrap();
-        let mut ends = HashMap::new();
-        let mut fences: HashMap<String, Vec<i64>> = HashMap::new();
-        for (s, e, st, f) in rows {
-            if e == "end" && st.as_deref() == Some("success") {
-                *ends.entry(s.clone()).or_insert(0) += 1;
-            }
-            if e == "start" {
-                fences.entry(s).or_default().push(f.unwrap_or(0));
-            }
+fn succeeded_slots(store: &Store, dir: &std::path::Path) -> HashSet<String> {
+    rows(store, dir)
+        .into_iter()
+        .filter(|r| r.1 == "end" && r.2.as_deref() == Some("success"))
+        .map(|r| r.0)
+        .collect()
+}
+
+fn ledger(
+    store: &Store,
+    dir: &std::path::Path,
+) -> (HashMap<String, usize>, HashMap<String, Vec<i64>>) {
+    let mut ends = HashMap::new();
+    let mut fences: HashMap<String, Vec<i64>> = HashMap::new();
+    for (s, e, st, f) in rows(store, dir) {
+        if e == "end" && st.as_deref() == Some("success") {
+            *ends.entry(s.clone()).or_insert(0) += 1;
         }
-        (ends, fences)
-    })
+        if e == "start" {
+            fences.entry(s).or_default().push(f.unwrap_or(0));
+        }
+    }
+    (ends, fences)
 }

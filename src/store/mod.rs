@@ -206,7 +206,8 @@ pub trait Store {
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError>;
 }
 
-/// Opens the store a URL names, creating a SQLite file and its tables on first use.
+/// Opens the store a URL names, creating a SQLite file and its tables on first use (a
+/// PostgreSQL store's tables come from `store migrate` only).
 pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     open_with(url, false)
 }
@@ -226,7 +227,7 @@ pub fn open_with(url: &str, migrate: bool) -> Result<Box<dyn Store>, StoreError>
         )?));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Box::new(postgres::PgStore::open(url)?));
+        return Ok(Box::new(postgres::PgStore::open_with(url, migrate)?));
     }
     Err(StoreError(format!(
         "`{}` is not a store URL this batchguard supports (sqlite:PATH or postgres://…)",

@@ -1,50 +1,562 @@
-//! The PostgreSQL store (`postgres://…`): several hosts.
+//! The PostgreSQL store (`postgres://…`): several hosts share one database.
+//!
+//! Round trips are the budget (SPEC 10): the acquire is one, a whole successful run at most
+//! three after connecting. So every operation is ONE statement sent with the simple query
+//! protocol (one `Query` message, one `ReadyForQuery` back): the extended protocol sqlx
+//! uses for bound parameters costs a second round trip per new statement (Parse/Describe,
+//! then Bind/Execute), and every `run` is a new process with a cold statement cache. Values
+//! are therefore written into the SQL as literals by [`lit`] (escape-string syntax, which
+//! does not depend on `standard_conforming_strings`), and every result column is text.
+//!
+//! Times that decide a lease are the database's `now()`. Every answer also carries the
+//! database's clock; [`Store::now`] extends the last one by the monotonic time elapsed
+//! since, so the slot and the `end` time are in database time without a round trip of
+//! their own. Only a `now()` before any statement costs one.
+//!
+//! `run` does not create the tables: a missing table is refused with a message naming
+//! `batchguard store migrate` (DDL on a shared database is the operator's decision).
 
 use super::{
-    Abandoned, AcquireRequest, AcquireResult, EventRow, Finish, LeaseRow, OutputRow, SlotRow,
-    Store, StoreError,
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
+    Refusal, SlotRow, SlotState, Store, StoreError, rfc3339,
 };
 use jiff::Timestamp;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{AssertSqlSafe, ConnectOptions, Row};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// The DDL `store migrate` runs: the ledger tables and the store's own.
+pub const DDL: [&str; 2] = [
+    include_str!("../../schemas/ledger.postgres.sql"),
+    include_str!("../../schemas/store.postgres.sql"),
+];
+
+/// Serialises concurrent `store migrate`s (`CREATE … IF NOT EXISTS` alone can race).
+const MIGRATE_LOCK: i64 = 0x6267_5f6d_6967;
+
+/// How long one statement may take before the store counts as unreachable.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct PgStore {
+    rt: tokio::runtime::Runtime,
+    conn: PgConnection,
     shown: String,
+    /// The database's clock at the last answer, and when (monotonic) it arrived.
+    clock: Option<(Timestamp, Instant)>,
 }
+
+/// A text value as a SQL literal: `E'…'` with `\` and `'` escaped, so no setting of the
+/// server changes its meaning. NUL (which `text` cannot hold) becomes U+FFFD.
+pub fn lit(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 4);
+    out.push_str("E'");
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("''"),
+            '\0' => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+fn lit_opt(s: Option<&str>) -> String {
+    s.map_or_else(|| "NULL::text".to_owned(), lit)
+}
+
+fn ts(t: Timestamp) -> String {
+    format!("'{}'::timestamptz", rfc3339(t))
+}
+
+/// Epoch microseconds of a timestamptz expression, as text.
+fn us(expr: &str) -> String {
+    format!("(floor(extract(epoch from {expr}) * 1000000))::bigint::text")
+}
+
+fn int_opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "NULL::integer".to_owned(), |v| v.to_string())
+}
+
+const EVENT_COLUMNS: &str = "run_id, job, scheduled_at, event, at, instance, attempt, status, \
+    error_code, snapshot_digest, \"trigger\", fence, detail";
+
+/// One event's values, in [`EVENT_COLUMNS`] order.
+fn event_values(ev: &EventRow) -> String {
+    format!(
+        "{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}",
+        lit(&ev.run_id),
+        lit(&ev.job),
+        ts(ev.scheduled_at),
+        lit(&ev.event),
+        ts(ev.at),
+        lit_opt(ev.instance.as_deref()),
+        int_opt(ev.attempt),
+        lit_opt(ev.status.as_deref()),
+        lit_opt(ev.error_code.as_deref()),
+        lit_opt(ev.snapshot_digest.as_deref()),
+        lit(&ev.trigger),
+        ev.fence
+            .map_or_else(|| "NULL::bigint".to_owned(), |f| f.to_string()),
+        lit_opt(ev.detail.as_deref().map(super::clip_detail).as_deref()),
+    )
+}
+
+/// The lease row's columns an acquire sets, each kept when the lease is not free.
+const LEASE_COLUMNS: [&str; 8] = [
+    "job",
+    "scheduled_at",
+    "holder",
+    "run_id",
+    "fence",
+    "acquired_at",
+    "lease_until",
+    "state",
+];
+
+/// The acquire: one statement. It reads the slot, takes a fence from the counter, upserts
+/// the lease when it is free in database time, counts the attempt and writes `start` (or,
+/// when every attempt is used, dead-letters the slot), and answers with what it found.
+///
+/// The upsert always takes the `DO UPDATE` branch on a conflict, writing the row back
+/// unchanged when the lease is not free: so `RETURNING` names the holder that won, even one
+/// whose row this statement's snapshot cannot see (fifty contenders on a new slot all learn
+/// who holds it). The freedom test reads the latest row version under its lock; the lease
+/// row's `succeeded`/`dead_lettered` states make it see a finish that committed while this
+/// statement waited.
+fn acquire_sql(req: &AcquireRequest) -> String {
+    let (k, j, s, r) = (
+        lit(&req.key),
+        lit(&req.job),
+        ts(req.scheduled_at),
+        lit(&req.run_id),
+    );
+    let manual = if req.manual { "true" } else { "false" };
+    let ttl = req.ttl_secs.min(100 * 365 * 86_400);
+    let max = req.max_attempts.map_or_else(
+        || "NULL::bigint".to_owned(),
+        |m| m.min(i64::MAX as u64).to_string(),
+    );
+    let l = "batchguard_leases";
+    let free = format!(
+        "(({l}.lease_until <= now() OR {l}.state <> 'held') AND {l}.fence < EXCLUDED.fence \
+         AND NOT ({l}.job = EXCLUDED.job AND {l}.scheduled_at = EXCLUDED.scheduled_at \
+         AND ({l}.state = 'succeeded' OR ({l}.state = 'dead_lettered' AND NOT {manual}))))"
+    );
+    let set: Vec<String> = LEASE_COLUMNS
+        .iter()
+        .map(|c| format!("{c} = CASE WHEN {free} THEN EXCLUDED.{c} ELSE {l}.{c} END"))
+        .collect();
+    let st = &req.start;
+    let inst = lit_opt(st.instance.as_deref());
+    let trig = lit(&st.trigger);
+    format!(
+        "WITH slot AS (
+  SELECT attempts, state, run_id FROM batchguard_slots WHERE job = {j} AND scheduled_at = {s}
+), gate AS (
+  SELECT NOT EXISTS (SELECT 1 FROM slot WHERE state = 'succeeded' OR (state = 'dead_lettered' AND NOT {manual})) AS open,
+         COALESCE((SELECT attempts FROM slot), 0) AS used
+), lease AS (
+  INSERT INTO {l} (key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state)
+  SELECT {k}, {j}, {s}, {h}, {r}, nextval('batchguard_fence'), now(),
+         CASE WHEN x.exhausted THEN now() ELSE now() + interval '{ttl} seconds' END,
+         CASE WHEN x.exhausted THEN 'dead_lettered' ELSE 'held' END
+  FROM (SELECT gate.open, ({max} IS NOT NULL AND NOT {manual} AND gate.used >= {max}) AS exhausted FROM gate) x
+  WHERE x.open
+  ON CONFLICT (key) DO UPDATE SET {set}
+  RETURNING {l}.run_id = {r} AS won, holder, run_id, fence, state, lease_until
+), slot_up AS (
+  INSERT INTO batchguard_slots (job, scheduled_at, attempts, state, run_id)
+  SELECT {j}, {s}, 1, 'running', {r} FROM lease WHERE lease.won AND lease.state = 'held'
+  ON CONFLICT (job, scheduled_at) DO UPDATE SET attempts = batchguard_slots.attempts + 1,
+    state = 'running', run_id = EXCLUDED.run_id
+  RETURNING attempts
+), slot_dl AS (
+  UPDATE batchguard_slots SET state = 'dead_lettered'
+  WHERE job = {j} AND scheduled_at = {s}
+    AND EXISTS (SELECT 1 FROM lease WHERE lease.won AND lease.state = 'dead_lettered')
+  RETURNING attempts
+), ev AS (
+  INSERT INTO batchguard_events ({EVENT_COLUMNS})
+  SELECT {r}, {j}, {s}, 'start', now(), {inst}, slot_up.attempts, {status}, {code}, {digest}, {trig}, lease.fence, {detail}
+  FROM lease, slot_up
+  UNION ALL
+  SELECT {r}, {j}, {s}, 'dead_letter', now(), {inst}, NULLIF(gate.used, 0), NULL::text, 'ATTEMPTS_EXHAUSTED', NULL::text, {trig}, NULL::bigint,
+         'all ' || gate.used || ' attempts were used; the last one never reported an end'
+  FROM lease, gate WHERE lease.won AND lease.state = 'dead_lettered'
+  RETURNING 1
+)
+SELECT (SELECT won::text FROM lease), (SELECT holder FROM lease), (SELECT run_id FROM lease),
+       (SELECT fence::text FROM lease), (SELECT state FROM lease), (SELECT {until} FROM lease),
+       (SELECT attempts::text FROM slot_up), (SELECT state FROM slot), (SELECT run_id FROM slot),
+       (SELECT used::text FROM gate), {now}",
+        h = lit(&req.holder),
+        set = set.join(",\n    "),
+        status = lit_opt(st.status.as_deref()),
+        code = lit_opt(st.error_code.as_deref()),
+        digest = lit_opt(st.snapshot_digest.as_deref()),
+        detail = lit_opt(st.detail.as_deref().map(super::clip_detail).as_deref()),
+        until = us("lease_until"),
+        now = us("now()"),
+    )
+}
+
+/// The finish: one statement, written once per run id (a spooled finish sent again, or a
+/// finish racing its spool copy, finds the `end` and writes nothing).
+fn finish_sql(fin: &Finish) -> String {
+    let (j, s, r) = (lit(&fin.job), ts(fin.scheduled_at), lit(&fin.run_id));
+    let state = if fin.dead_letter.is_some() {
+        SlotState::DeadLettered
+    } else {
+        fin.state
+    };
+    let lease_state = match state {
+        SlotState::Succeeded => "succeeded",
+        SlotState::DeadLettered => "dead_lettered",
+        _ => "released",
+    };
+    let mut sql = format!(
+        "WITH done AS (
+  SELECT EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end') AS d
+), e_end AS (
+  INSERT INTO batchguard_events ({EVENT_COLUMNS}) SELECT {end} FROM done WHERE NOT done.d
+)",
+        end = event_values(&fin.end)
+    );
+    if let Some(dl) = &fin.dead_letter {
+        sql.push_str(&format!(
+            ", e_dl AS (
+  INSERT INTO batchguard_events ({EVENT_COLUMNS}) SELECT {} FROM done WHERE NOT done.d
+)",
+            event_values(dl)
+        ));
+    }
+    if !fin.outputs.is_empty() {
+        sql.push_str(&format!(
+            ", outs AS ({})",
+            outputs_insert(&j, &s, &r, &fin.outputs)
+        ));
+    }
+    sql.push_str(&format!(
+        ", slot AS (
+  UPDATE batchguard_slots SET state = '{st}'
+  WHERE job = {j} AND scheduled_at = {s} AND (run_id = {r} OR '{st}' = 'succeeded')
+    AND NOT (SELECT d FROM done)
+), rel AS (
+  UPDATE batchguard_leases SET state = '{lease_state}', lease_until = LEAST(lease_until, now())
+  WHERE key = {k} AND fence = {f} AND NOT (SELECT d FROM done)
+)
+SELECT {now}",
+        st = state.as_str(),
+        k = lit(&fin.key),
+        f = fin.fence,
+        now = us("now()"),
+    ));
+    sql
+}
+
+/// `INSERT … SELECT` of outputs, guarded by the `done` CTE of the statement it is part of.
+fn outputs_insert(j: &str, s: &str, r: &str, outputs: &[OutputRow]) -> String {
+    let rows: Vec<String> = outputs
+        .iter()
+        .map(|o| format!("({}, {})", lit(&o.key), ts(o.at)))
+        .collect();
+    format!(
+        "INSERT INTO batchguard_outputs (job, scheduled_at, run_id, output_key, at)
+  SELECT {j}, {s}, {r}, v.k, v.a FROM (VALUES {}) AS v(k, a), done WHERE NOT done.d",
+        rows.join(", ")
+    )
+}
+
+fn parse_us(v: &Option<String>) -> Option<Timestamp> {
+    v.as_deref()
+        .and_then(|s| s.parse::<i64>().ok())
+        .and_then(|u| Timestamp::from_microsecond(u).ok())
+}
+
+fn secs_until(until_us: Option<&str>, now: Timestamp) -> i64 {
+    let until = until_us.and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+    ((until - now.as_microsecond()).max(0) + 999_999) / 1_000_000
+}
+
+type Rows = Vec<Vec<Option<String>>>;
 
 impl PgStore {
     pub fn open(url: &str) -> Result<PgStore, StoreError> {
-        Err(StoreError(format!(
-            "{}: the PostgreSQL store is not built yet",
-            crate::db::mask(url)
-        )))
+        Self::open_with(url, false)
     }
-    fn todo<T>(&self) -> Result<T, StoreError> {
-        Err(StoreError(format!("{}: not built yet", self.shown)))
+
+    /// `migrate`: create the tables (idempotent) before anything else.
+    pub fn open_with(url: &str, migrate: bool) -> Result<PgStore, StoreError> {
+        let shown = crate::db::mask(url);
+        let rt = crate::db::runtime().map_err(StoreError)?;
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError(format!("{shown}: not a PostgreSQL URL: {e}")))?
+            .application_name("batchguard")
+            .disable_statement_logging();
+        let conn = rt.block_on(async {
+            match tokio::time::timeout(crate::db::CONNECT_TIMEOUT, options.connect()).await {
+                Ok(Ok(c)) => Ok(c),
+                Ok(Err(e)) => Err(StoreError(format!("{shown}: cannot connect: {e}"))),
+                Err(_) => Err(StoreError(format!(
+                    "{shown}: cannot connect: no answer within {} s",
+                    crate::db::CONNECT_TIMEOUT.as_secs()
+                ))),
+            }
+        })?;
+        let mut st = PgStore {
+            rt,
+            conn,
+            shown,
+            clock: None,
+        };
+        if migrate {
+            let sql = format!(
+                "BEGIN; SELECT pg_advisory_xact_lock({MIGRATE_LOCK})::text; {} {} COMMIT",
+                DDL[0], DDL[1]
+            );
+            st.query(sql, "cannot create the tables")?;
+        }
+        Ok(st)
+    }
+
+    /// One round trip: the statements of `sql` in one `Query` message. A missing table
+    /// is named as an unmigrated store.
+    fn query(&mut self, sql: String, what: &str) -> Result<Rows, StoreError> {
+        let result = self.rt.block_on(async {
+            let q = sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(&mut self.conn);
+            tokio::time::timeout(QUERY_TIMEOUT, q).await
+        });
+        let rows = match result {
+            Ok(Ok(rows)) => rows,
+            Ok(Err(e)) => {
+                let undefined = e
+                    .as_database_error()
+                    .and_then(|d| d.code())
+                    .is_some_and(|c| c == "42P01");
+                let hint = if undefined {
+                    format!(
+                        "; this database has no batchguard tables yet: create them with `batchguard store migrate --store '{}'`",
+                        self.shown
+                    )
+                } else {
+                    String::new()
+                };
+                return Err(StoreError(format!("{}: {what}: {e}{hint}", self.shown)));
+            }
+            Err(_) => {
+                return Err(StoreError(format!(
+                    "{}: {what}: no answer within {} s",
+                    self.shown,
+                    QUERY_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut vals = Vec::with_capacity(row.len());
+            for i in 0..row.len() {
+                let v: Option<String> = row.try_get(i).map_err(|e| {
+                    StoreError(format!("{}: {what}: unexpected answer: {e}", self.shown))
+                })?;
+                vals.push(v);
+            }
+            out.push(vals);
+        }
+        Ok(out)
+    }
+
+    /// Records the database's clock from the last column of an answer's last row.
+    fn tick(&mut self, rows: &Rows) -> Option<Timestamp> {
+        let t = rows.last().and_then(|r| r.last()).and_then(parse_us)?;
+        self.clock = Some((t, Instant::now()));
+        Some(t)
+    }
+
+    fn unexpected(&self, what: &str) -> StoreError {
+        StoreError(format!("{}: {what}: unexpected answer", self.shown))
     }
 }
 
 impl Store for PgStore {
     fn now(&mut self) -> Result<Timestamp, StoreError> {
-        self.todo()
+        if let Some((t, at)) = self.clock {
+            let d = jiff::SignedDuration::try_from(at.elapsed()).unwrap_or_default();
+            return Ok(t.checked_add(d).unwrap_or(t));
+        }
+        let rows = self.query(format!("SELECT {}", us("now()")), "cannot read the clock")?;
+        self.tick(&rows)
+            .ok_or_else(|| self.unexpected("cannot read the clock"))
     }
-    fn acquire(&mut self, _: &AcquireRequest) -> Result<AcquireResult, StoreError> {
-        self.todo()
+
+    fn acquire(&mut self, req: &AcquireRequest) -> Result<AcquireResult, StoreError> {
+        const WHAT: &str = "cannot acquire the lease";
+        let rows = self.query(acquire_sql(req), WHAT)?;
+        let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
+        let r = &rows[0];
+        let get = |i: usize| r.get(i).cloned().flatten();
+        let won = get(0).as_deref() == Some("true");
+        let lease_state = get(4);
+        if won {
+            if lease_state.as_deref() == Some("dead_lettered") {
+                let attempts = get(9).and_then(|s| s.parse().ok()).unwrap_or(0);
+                return Ok(AcquireResult::Refused(Refusal::Exhausted { attempts }));
+            }
+            let fence = get(3).and_then(|s| s.parse().ok());
+            let attempt = get(6).and_then(|s| s.parse().ok());
+            let (Some(fence), Some(attempt)) = (fence, attempt) else {
+                return Err(self.unexpected(WHAT));
+            };
+            return Ok(AcquireResult::Acquired(Acquired {
+                fence,
+                attempt,
+                at: now,
+            }));
+        }
+        let refusal = match (lease_state.as_deref(), get(7).as_deref()) {
+            // The lease row says this slot settled while the statement waited for it.
+            (Some("succeeded"), _) => Refusal::Succeeded {
+                run_id: get(2).unwrap_or_default(),
+            },
+            (Some("dead_lettered"), _) => Refusal::DeadLettered,
+            (Some(_), _) => Refusal::Held {
+                holder: get(1).unwrap_or_default(),
+                run_id: get(2).unwrap_or_default(),
+                fence: get(3).and_then(|s| s.parse().ok()).unwrap_or(0),
+                ends_in_secs: secs_until(get(5).as_deref(), now),
+            },
+            (None, Some("succeeded")) => Refusal::Succeeded {
+                run_id: get(8).unwrap_or_default(),
+            },
+            (None, _) => Refusal::DeadLettered,
+        };
+        Ok(AcquireResult::Refused(refusal))
     }
-    fn finish(&mut self, _: &Finish) -> Result<(), StoreError> {
-        self.todo()
+
+    fn finish(&mut self, fin: &Finish) -> Result<(), StoreError> {
+        let rows = self.query(finish_sql(fin), "cannot write the end of the run")?;
+        self.tick(&rows);
+        Ok(())
     }
-    fn append(&mut self, _: &EventRow) -> Result<(), StoreError> {
-        self.todo()
+
+    fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO batchguard_events ({EVENT_COLUMNS}) VALUES ({})",
+            event_values(ev)
+        );
+        self.query(sql, "cannot write an event").map(|_| ())
     }
-    fn ingest_abandoned(&mut self, _: &Abandoned, _: &[OutputRow]) -> Result<u64, StoreError> {
-        self.todo()
+
+    fn ingest_abandoned(&mut self, run: &Abandoned, keys: &[OutputRow]) -> Result<u64, StoreError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let (j, s, r) = (lit(&run.job), ts(run.scheduled_at), lit(&run.run_id));
+        let sql = format!(
+            "WITH done AS (
+  SELECT EXISTS (SELECT 1 FROM batchguard_outputs WHERE run_id = {r}) AS d
+), outs AS ({} RETURNING 1)
+SELECT count(*)::text FROM outs",
+            outputs_insert(&j, &s, &r, keys)
+        );
+        let rows = self.query(sql, "cannot write the outputs of an abandoned run")?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0))
     }
+
     fn abandoned(&mut self) -> Result<Vec<Abandoned>, StoreError> {
-        self.todo()
+        // The clock rides along (last column), so the slot needs no round trip of its own.
+        let sql = format!(
+            "SELECT s.run_id, s.job, {sched}, {now} FROM batchguard_events s
+WHERE s.event = 'start'
+  AND NOT EXISTS (SELECT 1 FROM batchguard_events e WHERE e.run_id = s.run_id AND e.event = 'end')
+  AND NOT EXISTS (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > now())
+UNION ALL SELECT NULL, NULL, NULL, {now}",
+            sched = us("s.scheduled_at"),
+            now = us("now()"),
+        );
+        let rows = self.query(sql, "cannot read the runs")?;
+        self.tick(&rows);
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(Abandoned {
+                    run_id: r.first()?.clone()?,
+                    job: r.get(1)?.clone()?,
+                    scheduled_at: parse_us(r.get(2)?)?,
+                })
+            })
+            .collect())
     }
-    fn leases(&mut self, _: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
-        self.todo()
+
+    fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
+        let filter = job.map_or_else(String::new, |j| format!(" AND job = {}", lit(j)));
+        let sql = format!(
+            "SELECT key, job, {}, holder, run_id, fence::text, {}, {} FROM batchguard_leases
+WHERE state = 'held' AND lease_until > now(){filter} ORDER BY key",
+            us("scheduled_at"),
+            us("lease_until"),
+            us("now()"),
+        );
+        let rows = self.query(sql, "cannot read the leases")?;
+        let now = self.tick(&rows).unwrap_or_else(Timestamp::now);
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(LeaseRow {
+                    key: r[0].clone()?,
+                    job: r[1].clone()?,
+                    scheduled_at: rfc3339(parse_us(&r[2])?),
+                    holder: r[3].clone()?,
+                    run_id: r[4].clone()?,
+                    fence: r[5].as_deref()?.parse().ok()?,
+                    secs_left: secs_until(r[6].as_deref(), now),
+                })
+            })
+            .collect())
     }
-    fn slots(&mut self, _: Option<&str>, _: u32) -> Result<Vec<SlotRow>, StoreError> {
-        self.todo()
+
+    fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {
+        let filter = job.map_or_else(String::new, |j| format!(" WHERE job = {}", lit(j)));
+        let sql = format!(
+            "SELECT job, {}, attempts::text, state, run_id FROM (
+  SELECT *, row_number() OVER (PARTITION BY job ORDER BY scheduled_at DESC) AS n
+  FROM batchguard_slots{filter}) x
+WHERE n <= {per_job} ORDER BY job, scheduled_at DESC",
+            us("scheduled_at"),
+        );
+        let rows = self.query(sql, "cannot read the slots")?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(SlotRow {
+                    job: r[0].clone()?,
+                    scheduled_at: rfc3339(parse_us(&r[1])?),
+                    attempts: r[2].as_deref()?.parse().ok()?,
+                    state: r[3].clone()?,
+                    run_id: r[4].clone()?,
+                })
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lit;
+
+    #[test]
+    fn literals_escape_quotes_backslashes_and_nul() {
+        assert_eq!(lit("a'b"), "E'a''b'");
+        assert_eq!(
+            lit("a\\'; DROP TABLE x; --"),
+            "E'a\\\\''; DROP TABLE x; --'"
+        );
+        assert_eq!(lit("x\0y"), "E'x\u{fffd}y'");
     }
 }

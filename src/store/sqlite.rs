@@ -24,10 +24,14 @@ const SCHEMA_VERSION: i64 = 1;
 /// Long enough for 50 contenders on one slot to queue, short enough to fail a stuck file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Where the store reads the time: the host's clock, or a test's.
+pub type Clock = Box<dyn Fn() -> Timestamp + Send>;
+
 pub struct SqliteStore {
     rt: tokio::runtime::Runtime,
     conn: SqliteConnection,
     shown: String,
+    clock: Clock,
 }
 
 const ACQUIRE_LEASE: &str = "\
@@ -73,6 +77,25 @@ impl SqliteStore {
             let mut conn = SqliteConnection::connect_with(&options)
                 .await
                 .map_err(|e| fail("cannot open", e))?;
+            // Each `run` is a short process: the checkpoint SQLite runs when the last
+            // connection closes (and the WAL file it deletes and recreates, with their
+            // fsyncs) would cost every run; the WAL's auto-checkpoint still bounds it.
+            {
+                let mut h = conn
+                    .lock_handle()
+                    .await
+                    .map_err(|e| fail("cannot open", e))?;
+                // SAFETY: a valid handle, held locked for the call; the option takes an int
+                // and an optional int* for the previous value.
+                unsafe {
+                    libsqlite3_sys::sqlite3_db_config(
+                        h.as_raw_handle().as_ptr(),
+                        libsqlite3_sys::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                        1 as std::ffi::c_int,
+                        std::ptr::null_mut::<std::ffi::c_int>(),
+                    );
+                }
+            }
             let version: i64 = sqlx::query_scalar("PRAGMA user_version")
                 .fetch_one(&mut conn)
                 .await
@@ -97,7 +120,18 @@ impl SqliteStore {
             }
             Ok::<_, StoreError>(conn)
         })?;
-        Ok(SqliteStore { rt, conn, shown })
+        Ok(SqliteStore {
+            rt,
+            conn,
+            shown,
+            clock: Box::new(Timestamp::now),
+        })
+    }
+
+    /// Replaces the host's clock (a model test drives leases through time with it).
+    pub fn with_clock(mut self, clock: Clock) -> SqliteStore {
+        self.clock = clock;
+        self
     }
 
     fn fail(&self, what: &str, e: sqlx::Error) -> StoreError {
@@ -169,7 +203,7 @@ async fn immediate<T>(
 
 impl Store for SqliteStore {
     fn now(&mut self) -> Result<Timestamp, StoreError> {
-        Ok(Timestamp::now())
+        Ok((self.clock)())
     }
 
     fn acquire(&mut self, req: &AcquireRequest) -> Result<AcquireResult, StoreError> {
@@ -177,8 +211,9 @@ impl Store for SqliteStore {
         let ttl_us = i64::try_from(req.ttl_secs)
             .unwrap_or(i64::MAX / 2_000_000)
             .saturating_mul(1_000_000);
+        let clock = &self.clock;
         let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
-            let now = Timestamp::now();
+            let now = clock();
             let now_us = micros(now);
             let prior: Option<(i64, String, String)> = sqlx::query_as(
                 "SELECT attempts, state, run_id FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2",
@@ -299,6 +334,7 @@ impl Store for SqliteStore {
 
     fn finish(&mut self, fin: &Finish) -> Result<(), StoreError> {
         let slot = rfc3339(fin.scheduled_at);
+        let clock = &self.clock;
         let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
             let done: Option<i64> = sqlx::query_scalar(
                 "SELECT 1 FROM batchguard_events WHERE run_id = ?1 AND event = 'end' LIMIT 1",
@@ -335,7 +371,7 @@ impl Store for SqliteStore {
             )
             .bind(&fin.key)
             .bind(fin.fence)
-            .bind(micros(Timestamp::now()))
+            .bind(micros(clock()))
             .execute(&mut *c)
             .await?;
             Ok(((), true))
@@ -366,7 +402,7 @@ impl Store for SqliteStore {
     }
 
     fn abandoned(&mut self) -> Result<Vec<Abandoned>, StoreError> {
-        let now_us = micros(Timestamp::now());
+        let now_us = micros((self.clock)());
         let rows: Result<Vec<(String, String, String)>, _> = self.rt.block_on(
             sqlx::query_as(
                 "SELECT s.run_id, s.job, s.scheduled_at FROM batchguard_events s \
@@ -391,7 +427,7 @@ impl Store for SqliteStore {
     }
 
     fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
-        let now_us = micros(Timestamp::now());
+        let now_us = micros((self.clock)());
         let rows = self.rt.block_on(
             sqlx::query(
                 "SELECT key, job, scheduled_at, holder, run_id, fence, lease_until FROM batchguard_leases \
