@@ -9,11 +9,15 @@ pub(super) fn run(args: GraphArgs) -> Result<Outcome, Error> {
     let paths = paths_or_cwd(args.paths);
     let settings = settings_for(args.config, &paths)?;
     let now = args.now.unwrap_or_else(jiff::Timestamp::now);
-    let run = lint::run(&LintOptions {
-        paths,
-        settings,
-        now,
-    });
+    // The model lint checks, without the cross-file rules: the picture needs no findings.
+    let run = lint::read_project(
+        &LintOptions {
+            paths,
+            settings,
+            now,
+        },
+        lint::WalkOptions::default(),
+    );
     if !run.unreadable.is_empty() {
         return Err(Error::Unreadable(run.unreadable));
     }
