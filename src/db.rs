@@ -26,3 +26,91 @@ pub fn scrub(url: &str, message: String) -> String {
         None => message,
     }
 }
+
+/// Why [`connect_postgres`] has no connection.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The server (or the network) refused: the driver's error, unscrubbed.
+    Driver(sqlx::Error),
+    /// No answer within [`CONNECT_TIMEOUT`].
+    NoAnswer,
+}
+
+/// Connects to PostgreSQL, giving up after [`CONNECT_TIMEOUT`] so an unreachable host is
+/// an error in seconds, not a hang.
+pub async fn connect_postgres(
+    options: &sqlx::postgres::PgConnectOptions,
+) -> Result<sqlx::postgres::PgConnection, ConnectError> {
+    use sqlx::Connection;
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        sqlx::postgres::PgConnection::connect_with(options),
+    )
+    .await
+    {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(ConnectError::Driver(e)),
+        Err(_) => Err(ConnectError::NoAnswer),
+    }
+}
+
+/// The DSN with its password, in the userinfo or as a `password=` parameter, replaced
+/// by `***`.
+pub fn mask_dsn(s: &str) -> String {
+    let mut out = s.to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let rest = &out[rest_start..];
+        let cut = rest.find('?').unwrap_or(rest.len());
+        if let Some(at) = rest[..cut].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            out.replace_range(rest_start + colon + 1..rest_start + at, "***");
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (base, query) = out.split_at(q + 1);
+        let masked: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => p.to_string(),
+            })
+            .collect();
+        out = format!("{base}{}", masked.join("&"));
+    }
+    out
+}
+
+/// The DSN's password as written, to scrub it from driver messages too.
+pub fn password_of(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let cut = rest.find('?').unwrap_or(rest.len());
+    let at = rest[..cut].rfind('@')?;
+    let colon = rest[..at].find(':')?;
+    let pw = &rest[colon + 1..at];
+    (!pw.is_empty()).then_some(pw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_the_password_wherever_it_is_written() {
+        assert_eq!(mask_dsn("postgres://u:p@h/d"), "postgres://u:***@h/d");
+        assert_eq!(mask_dsn("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(
+            mask_dsn("postgres://h/d?password=x&a=b"),
+            "postgres://h/d?password=***&a=b"
+        );
+        assert_eq!(mask_dsn("postgres://u:p/a@h/d"), "postgres://u:***@h/d");
+    }
+
+    #[test]
+    fn finds_the_password_to_scrub() {
+        assert_eq!(password_of("postgres://u:p%40ss@h/d"), Some("p%40ss"));
+        assert_eq!(password_of("postgres://u@h/d"), None);
+        assert_eq!(password_of("postgres://h/d?x=a@b"), None);
+    }
+}

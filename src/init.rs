@@ -16,7 +16,6 @@
 //! job (an annotation, or `batchguard run --job`), since until then lint sees each job
 //! twice (BG601).
 
-use crate::cli::InitArgs;
 use crate::config::Settings;
 use crate::lint::cross::{Analysis, Place};
 use crate::lint::{self, LintOptions, LintRun};
@@ -185,9 +184,22 @@ pub fn starter(
     Ok(out)
 }
 
+/// What `init` was asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Files and directories to read; the current directory when empty.
+    pub paths: Vec<PathBuf>,
+    /// Service name; the first folder's name when absent.
+    pub service: Option<String>,
+    /// Write here instead of stdout.
+    pub out: Option<PathBuf>,
+    /// Replace `out` when it exists.
+    pub force: bool,
+}
+
 /// The whole command: build the starter, write it (stdout or `--out`), say on stderr what
 /// was left out and how to tie each registration.
-pub fn run(args: &InitArgs, settings: Settings) -> Result<(), InitError> {
+pub fn run(args: &Options, settings: Settings) -> Result<(), InitError> {
     let paths = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod db;
 pub mod finding;

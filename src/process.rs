@@ -12,6 +12,12 @@
 //! - SIGTERM, SIGINT, SIGHUP and SIGCHLD are blocked in the supervisor ([`block_signals`],
 //!   called before any thread starts) and taken with `sigtimedwait`, which also wakes the
 //!   supervisor at the next deadline step: no polling, no handler.
+//!
+//! [`capture`] is the smaller sibling for a helper program whose output batchguard reads
+//! (node evaluating a PM2 ecosystem file): run to completion under a deadline, stdout and
+//! stderr captured up to a cap, TERM then KILL to its group when the deadline passes. It
+//! waits on its own child only (`waitid` on that pid), so threads may run it side by side;
+//! it is not for a process whose signals [`block_signals`] took over.
 
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -350,6 +356,162 @@ pub fn run(spec: &Spec) -> Result<Outcome, SpawnError> {
     })
 }
 
+/// A helper program to run to completion and read the output of.
+pub struct Capture<'a> {
+    pub argv: &'a [std::ffi::OsString],
+    pub env: &'a [(String, String)],
+    /// Working directory; batchguard's own when `None`.
+    pub cwd: Option<&'a std::path::Path>,
+    /// From the spawn: KILL to the group when it passes.
+    pub timeout: Duration,
+    /// TERM this long before the timeout; zero sends KILL alone.
+    pub grace: Duration,
+    /// Bytes of stdout kept: reading stops after `stdout_cap + 1`, so `len() > cap` tells
+    /// that the program printed more, and closes the pipe (the program's further writes fail).
+    pub stdout_cap: usize,
+    /// The same for stderr.
+    pub stderr_cap: usize,
+}
+
+/// What a captured program left.
+#[derive(Debug)]
+pub struct Captured {
+    pub status: std::process::ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// The timeout passed and the program was stopped.
+    pub timed_out: bool,
+}
+
+#[derive(Debug)]
+pub enum CaptureError {
+    /// The program could not be started (`NotFound` when it is not on PATH).
+    Spawn(std::io::Error),
+    /// Waiting for it failed; it was killed.
+    Wait(std::io::Error),
+}
+
+/// Runs `spec.argv` with stdin `/dev/null` in its own process group, to its end or its
+/// timeout, and returns its status and capped output.
+pub fn capture(spec: &Capture) -> Result<Captured, CaptureError> {
+    let Some((program, args)) = spec.argv.split_first() else {
+        return Err(CaptureError::Spawn(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "an empty command",
+        )));
+    };
+    let started = Instant::now();
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(dir) = spec.cwd {
+        cmd.current_dir(dir);
+    }
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        cmd.pre_exec(|| {
+            // The forking thread waits for the child, so this fires only if batchguard dies.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(CaptureError::Spawn)?;
+    let pid = child.id() as i32;
+    let capped = |pipe: Option<Box<dyn Read + Send>>, cap: usize| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(p) = pipe {
+                let _ = p.take(cap as u64 + 1).read_to_end(&mut buf);
+            }
+            buf // dropping the pipe here makes further writes fail (EPIPE)
+        })
+    };
+    let out = capped(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        spec.stdout_cap,
+    );
+    let err = capped(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        spec.stderr_cap,
+    );
+    // A waiter that sees the exit without reaping it (WNOWAIT): until `child.wait()` below
+    // the pid cannot be reused, so signalling its group stays safe.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(wait_exited(pid));
+    });
+    let deadline = started + spec.timeout;
+    let term_at = deadline.checked_sub(spec.grace).unwrap_or(started);
+    let left = |at: Instant| at.saturating_duration_since(Instant::now());
+    let mut timed_out = false;
+    let mut waited = rx.recv_timeout(left(term_at));
+    if waited.is_err() && !spec.grace.is_zero() {
+        timed_out = true;
+        kill_group(pid, libc::SIGTERM);
+        waited = rx.recv_timeout(left(deadline));
+    }
+    if waited.is_err() {
+        timed_out = true;
+        kill_group(pid, libc::SIGKILL);
+        waited = rx
+            .recv()
+            .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected);
+    }
+    let status = match waited {
+        Ok(Ok(())) => child.wait(),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::Error::other("the waiter thread ended")),
+    };
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(CaptureError::Wait(e));
+        }
+    };
+    Ok(Captured {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        timed_out,
+    })
+}
+
+/// Blocks until `pid` (a child of this process) has exited, leaving it unreaped.
+fn wait_exited(pid: i32) -> std::io::Result<()> {
+    loop {
+        // SAFETY: waitid fills a siginfo we own; WNOWAIT leaves the child to be reaped.
+        let r = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// The name of a signal number (`TERM`, `KILL`…), for `SIGNAL_<NAME>`.
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
@@ -374,4 +536,66 @@ pub fn signal_name(sig: i32) -> String {
         _ => return format!("{sig}"),
     };
     name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, timeout: Duration, cap: usize) -> Result<Captured, CaptureError> {
+        let argv = ["sh".into(), "-c".into(), script.into()];
+        capture(&Capture {
+            argv: &argv,
+            env: &[("BG_TEST".into(), "set".into())],
+            cwd: None,
+            timeout,
+            grace: Duration::ZERO,
+            stdout_cap: cap,
+            stderr_cap: cap,
+        })
+    }
+
+    #[test]
+    fn capture_reads_both_streams_and_the_status() {
+        let c = sh(
+            "echo out $BG_TEST; echo err >&2; exit 3",
+            Duration::from_secs(30),
+            100,
+        )
+        .expect("sh runs");
+        assert_eq!(c.stdout, b"out set\n");
+        assert_eq!(c.stderr, b"err\n");
+        assert_eq!(c.status.code(), Some(3));
+        assert!(!c.timed_out);
+    }
+
+    #[test]
+    fn capture_stops_reading_past_the_cap() {
+        let c = sh("head -c 100000 /dev/zero", Duration::from_secs(30), 10).expect("sh runs");
+        assert_eq!(c.stdout.len(), 11, "cap + 1 tells the output went past it");
+    }
+
+    #[test]
+    fn capture_kills_a_program_past_its_timeout_and_its_group() {
+        let c = sh("sleep 30 & sleep 30; wait", Duration::from_millis(100), 10).expect("sh runs");
+        assert!(c.timed_out);
+        assert_eq!(c.status.signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn capture_says_when_the_program_is_missing() {
+        let argv = ["batchguard-no-such-program".into()];
+        let e = capture(&Capture {
+            argv: &argv,
+            env: &[],
+            cwd: None,
+            timeout: Duration::from_secs(1),
+            grace: Duration::ZERO,
+            stdout_cap: 1,
+            stderr_cap: 1,
+        });
+        assert!(
+            matches!(e, Err(CaptureError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound)
+        );
+    }
 }

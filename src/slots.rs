@@ -10,10 +10,9 @@
 //!
 //! Output is streamed a day at a time, so a year of a per-second schedule never sits in
 //! memory. Every failure to run (unreadable or broken manifest, unknown job, bad expression,
-//! unknown zone, empty window) is a [`SlotsError`], which `main` renders with miette and
-//! maps to exit code 2.
+//! unknown zone, empty window) is a [`SlotsError`], which the commands layer renders with
+//! miette and maps to exit code 2.
 
-use crate::cli::SlotsArgs;
 use crate::lint::rules::bg103_dst_ambiguous_time::{describe, same_clause};
 use crate::lint::{dialect_of, job_scheduler};
 use crate::manifest::load::{self, closest};
@@ -70,6 +69,33 @@ pub enum SlotsError {
     Write(#[from] io::Error),
 }
 
+/// What to enumerate: a manifest's job, or an expression with its dialect and zone.
+#[derive(Clone, Debug)]
+pub enum Source {
+    Job {
+        manifest: std::path::PathBuf,
+        job: String,
+    },
+    Expression {
+        expr: String,
+        dialect: Dialect,
+        /// IANA name; UTC when absent.
+        timezone: Option<String>,
+    },
+}
+
+/// What `slots` was asked for.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub source: Source,
+    /// First instant of the window (included).
+    pub from: Timestamp,
+    /// End of the window (excluded).
+    pub to: Timestamp,
+    /// Also write the DST changes that alter what runs, as `# ` lines.
+    pub annotate: bool,
+}
+
 /// A schedule ready to enumerate, and a note for stderr (a disabled job).
 pub struct Resolved {
     pub schedule: Schedule,
@@ -77,24 +103,23 @@ pub struct Resolved {
     pub note: Option<String>,
 }
 
-/// Finds the schedule and zone the arguments name.
-pub fn resolve(args: &SlotsArgs) -> Result<Resolved, SlotsError> {
-    if args.from >= args.to {
+/// Finds the schedule and zone the options name.
+pub fn resolve(opts: &Options) -> Result<Resolved, SlotsError> {
+    if opts.from >= opts.to {
         return Err(SlotsError::EmptyWindow {
-            from: args.from,
-            to: args.to,
+            from: opts.from,
+            to: opts.to,
         });
     }
-    if let (Some(path), Some(job)) = (&args.manifest, &args.job) {
-        return from_manifest(path, job);
-    }
-    let expr = args.schedule.as_deref().unwrap_or_default();
-    let dialect = match args.dialect.as_deref() {
-        // clap checked the word against the same list.
-        Some(d) => d.parse().unwrap_or(Dialect::Crontab),
-        None => Dialect::Crontab,
+    let (expr, dialect, timezone) = match &opts.source {
+        Source::Job { manifest, job } => return from_manifest(manifest, job),
+        Source::Expression {
+            expr,
+            dialect,
+            timezone,
+        } => (expr, *dialect, timezone),
     };
-    let tz = match args.timezone.as_deref() {
+    let tz = match timezone.as_deref() {
         None => TimeZone::UTC,
         Some(z) => zone(z, String::new())?,
     };
@@ -275,19 +300,19 @@ pub fn write_annotated(
 
 /// The whole command: resolve, then stream to stdout. A closed pipe (`| head`) ends the
 /// output quietly.
-pub fn run(args: &SlotsArgs) -> Result<(), SlotsError> {
-    let r = resolve(args)?;
+pub fn run(opts: &Options) -> Result<(), SlotsError> {
+    let r = resolve(opts)?;
     if let Some(note) = &r.note {
         eprintln!("{note}");
     }
     let stdout = io::stdout().lock();
     let mut out = io::BufWriter::with_capacity(64 * 1024, stdout);
-    let notes = if args.annotate {
-        annotations(&r, args.from, args.to)
+    let notes = if opts.annotate {
+        annotations(&r, opts.from, opts.to)
     } else {
         Vec::new()
     };
-    match write_annotated(&r, args.from, args.to, &notes, &mut out) {
+    match write_annotated(&r, opts.from, opts.to, &notes, &mut out) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e.into()),
         Ok(_) => Ok(()),

@@ -24,23 +24,34 @@ use super::read::{
     missing_columns, quote_table, row_error,
 };
 use super::{RowError, SourceError};
+use crate::db;
 use futures_util::TryStreamExt;
 use sqlx::{AssertSqlSafe, Connection, Row};
 use std::path::Path;
 use std::str::FromStr;
-use std::time::Duration;
-
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Rows per `FETCH` from a PostgreSQL cursor: large enough that round trips do not
 /// dominate, small enough that memory stays flat.
 const CURSOR_BATCH: u32 = 10_000;
 
+/// The shared current-thread runtime ([`crate::db::runtime`]).
 fn runtime() -> Result<tokio::runtime::Runtime, SourceError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| SourceError(format!("cannot start the database runtime: {e}")))
+    db::runtime().map_err(SourceError)
+}
+
+/// A PostgreSQL connection within [`db::CONNECT_TIMEOUT`], failures named after `shown`.
+async fn connect(
+    options: &sqlx::postgres::PgConnectOptions,
+    shown: &str,
+    fail: impl Fn(&str, sqlx::Error) -> SourceError,
+) -> Result<sqlx::postgres::PgConnection, SourceError> {
+    db::connect_postgres(options).await.map_err(|e| match e {
+        db::ConnectError::Driver(e) => fail("cannot connect", e),
+        db::ConnectError::NoAnswer => SourceError(format!(
+            "{shown}: cannot connect: no answer within {}s",
+            db::CONNECT_TIMEOUT.as_secs()
+        )),
+    })
 }
 
 /// Builds `SELECT` expressions for the row kind's columns from the table's (name, type)
@@ -195,29 +206,17 @@ pub(crate) fn sqlite_has_table(path: &Path, table: &str) -> Result<bool, SourceE
 
 /// Whether the PostgreSQL database has `table` (validated, optionally `schema.table`).
 pub(crate) fn postgres_has_table(url: &str, table: &str) -> Result<bool, SourceError> {
-    use sqlx::postgres::{PgConnectOptions, PgConnection};
+    use sqlx::postgres::PgConnectOptions;
     let shown = mask_dsn(url);
-    let scrub = |m: String| match password_of(url) {
-        Some(pw) => m.replace(pw, "***"),
-        None => m,
-    };
     let fail = |what: &str, e: sqlx::Error| {
-        SourceError(format!("{shown}: {what}: {}", plain(scrub(e.to_string()))))
+        SourceError(format!(
+            "{shown}: {what}: {}",
+            plain(db::scrub(url, e.to_string()))
+        ))
     };
     let options = PgConnectOptions::from_str(url).map_err(|e| fail("bad DSN", e))?;
     runtime()?.block_on(async {
-        let mut conn =
-            match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await
-            {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => return Err(fail("cannot connect", e)),
-                Err(_) => {
-                    return Err(SourceError(format!(
-                        "{shown}: cannot connect: no answer within {}s",
-                        CONNECT_TIMEOUT.as_secs()
-                    )));
-                }
-            };
+        let mut conn = connect(&options, &shown, fail).await?;
         let found: (bool,) = sqlx::query_as("SELECT to_regclass($1) IS NOT NULL")
             .bind(quote_table(table))
             .fetch_one(&mut conn)
@@ -242,15 +241,8 @@ fn plain(m: String) -> String {
     }
 }
 
-/// The DSN's password as written, to scrub it from driver messages too.
-pub(crate) fn password_of(url: &str) -> Option<&str> {
-    let rest = &url[url.find("://")? + 3..];
-    let cut = rest.find('?').unwrap_or(rest.len());
-    let at = rest[..cut].rfind('@')?;
-    let colon = rest[..at].find(':')?;
-    let pw = &rest[colon + 1..at];
-    (!pw.is_empty()).then_some(pw)
-}
+/// Kept at its old path; the scrubbing lives with the other database services.
+pub(crate) use crate::db::password_of;
 
 pub(crate) fn read_postgres<R: LedgerRow>(
     url: &str,
@@ -259,14 +251,13 @@ pub(crate) fn read_postgres<R: LedgerRow>(
     on_row: &mut dyn FnMut(R),
     on_error: &mut dyn FnMut(RowError),
 ) -> Result<u64, SourceError> {
-    use sqlx::postgres::{PgConnectOptions, PgConnection};
+    use sqlx::postgres::PgConnectOptions;
     let shown = mask_dsn(url);
-    let scrub = |m: String| match password_of(url) {
-        Some(pw) => m.replace(pw, "***"),
-        None => m,
-    };
     let fail = |what: &str, e: sqlx::Error| {
-        SourceError(format!("{shown}: {what}: {}", plain(scrub(e.to_string()))))
+        SourceError(format!(
+            "{shown}: {what}: {}",
+            plain(db::scrub(url, e.to_string()))
+        ))
     };
     if !super::read::valid_table_name(table) {
         return Err(SourceError(format!(
@@ -275,18 +266,7 @@ pub(crate) fn read_postgres<R: LedgerRow>(
     }
     let options = PgConnectOptions::from_str(url).map_err(|e| fail("bad DSN", e))?;
     runtime()?.block_on(async {
-        let mut conn =
-            match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await
-            {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => return Err(fail("cannot connect", e)),
-                Err(_) => {
-                    return Err(SourceError(format!(
-                        "{shown}: cannot connect: no answer within {}s",
-                        CONNECT_TIMEOUT.as_secs()
-                    )));
-                }
-            };
+        let mut conn = connect(&options, &shown, fail).await?;
         let quoted = quote_table(table);
         let columns: Vec<(String, String)> = sqlx::query_as(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
@@ -350,16 +330,4 @@ pub(crate) fn read_postgres<R: LedgerRow>(
         tx.rollback().await.map_err(reading)?;
         Ok(n)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_the_password_to_scrub() {
-        assert_eq!(password_of("postgres://u:p%40ss@h/d"), Some("p%40ss"));
-        assert_eq!(password_of("postgres://u@h/d"), None);
-        assert_eq!(password_of("postgres://h/d?x=a@b"), None);
-    }
 }

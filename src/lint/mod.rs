@@ -498,6 +498,31 @@ pub fn run(opts: &LintOptions) -> LintRun {
 
 /// [`run`] with the walk's options (`--hidden`).
 pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
+    let mut run = read_project(opts, walk);
+    let analysis = cross::Analysis::new(&run.project, &run.files, opts.now);
+    let jobs = analysis.groups.len();
+    let mut found = cross::run(&analysis);
+    found.retain_mut(
+        |f| match opts.settings.severity(f.code, f.name, f.severity) {
+            Some(sev) => {
+                f.severity = sev;
+                true
+            }
+            None => false,
+        },
+    );
+    run.jobs = jobs;
+    run.findings.extend(found);
+    run.findings.sort_by(|a, b| {
+        (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
+    });
+    run
+}
+
+/// Discovery and reading: every file's model and the cross-file project, without the
+/// cross-file rules (what `graph` draws from). The per-file findings of the readers are
+/// still in it, and `jobs` is not counted.
+pub fn read_project(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     let mut unreadable = Vec::new();
     let globs = std::sync::Arc::new(Globs::new(&opts.settings));
     let found = discover(opts, walk, &globs, &mut unreadable);
@@ -572,23 +597,6 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         reason: "hidden (--hidden walks it)".into(),
     }));
     run.registrations = run.project.regs.len();
-    let analysis = cross::Analysis::new(&run.project, &run.files, opts.now);
-    let jobs = analysis.groups.len();
-    let mut found = cross::run(&analysis);
-    found.retain_mut(
-        |f| match opts.settings.severity(f.code, f.name, f.severity) {
-            Some(sev) => {
-                f.severity = sev;
-                true
-            }
-            None => false,
-        },
-    );
-    run.jobs = jobs;
-    run.findings.extend(found);
-    run.findings.sort_by(|a, b| {
-        (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
-    });
     run
 }
 

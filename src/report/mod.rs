@@ -8,6 +8,7 @@ pub mod audit_pretty;
 pub mod github;
 pub mod json;
 pub mod pretty;
+pub mod rules;
 pub mod sarif;
 
 use crate::finding::Finding;

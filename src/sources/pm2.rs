@@ -61,7 +61,7 @@
 
 use super::{At, Problem, Read, Registration, SourceKind, Span, get, str_at};
 use crate::manifest::yaml::{self, Node, Value};
-use std::io::Read as _;
+use crate::process::{self, CaptureError};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -657,62 +657,32 @@ fn evaluate(path: &Path) -> Result<String, String> {
     let abs = std::path::absolute(path).map_err(|e| format!("cannot resolve the path: {e}"))?;
     let dir = abs.parent().unwrap_or(Path::new("/"));
     let dir_s = dir.to_string_lossy().into_owned();
-    let mut cmd = Command::new("node");
-    cmd.arg("--no-warnings")
-        .args(permission_flags(&dir_s)?)
-        .arg("-e")
-        .arg(wrapper())
-        .arg(&abs)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "node is not on PATH".to_owned(),
-        _ => format!("node could not be started: {e}"),
+    let mut argv: Vec<std::ffi::OsString> = vec!["node".into(), "--no-warnings".into()];
+    argv.extend(permission_flags(&dir_s)?.into_iter().map(Into::into));
+    argv.extend(["-e".into(), wrapper().into(), abs.clone().into_os_string()]);
+    let done = process::capture(&process::Capture {
+        argv: &argv,
+        env: &[],
+        cwd: Some(dir),
+        timeout: NODE_TIMEOUT,
+        grace: Duration::ZERO,
+        stdout_cap: MAX_OUTPUT + SENTINEL.len() + 1,
+        stderr_cap: MAX_STDERR,
+    })
+    .map_err(|e| match e {
+        CaptureError::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            "node is not on PATH".to_owned()
+        }
+        CaptureError::Spawn(e) => format!("node could not be started: {e}"),
+        CaptureError::Wait(e) => format!("waiting for node failed: {e}"),
     })?;
-    let capped = |pipe: Option<Box<dyn std::io::Read + Send>>, cap: usize| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(p) = pipe {
-                let _ = p.take(cap as u64 + 1).read_to_end(&mut buf);
-            }
-            buf // dropping the pipe here makes further writes fail (EPIPE)
-        })
-    };
-    let out = capped(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-        MAX_OUTPUT + SENTINEL.len() + 1,
-    );
-    let err = capped(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-        MAX_STDERR,
-    );
-    use wait_timeout::ChildExt;
-    let status = match child.wait_timeout(NODE_TIMEOUT) {
-        Ok(Some(status)) => status,
-        Ok(None) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "evaluating it with node timed out after {} s (killed)",
-                NODE_TIMEOUT.as_secs()
-            ));
-        }
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("waiting for node failed: {e}"));
-        }
-    };
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
+    if done.timed_out {
+        return Err(format!(
+            "evaluating it with node timed out after {} s (killed)",
+            NODE_TIMEOUT.as_secs()
+        ));
+    }
+    let (status, stdout, stderr) = (done.status, done.stdout, done.stderr);
     if stdout.len() > MAX_OUTPUT {
         return Err(format!(
             "evaluating it with node printed more than {} MiB",

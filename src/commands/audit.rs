@@ -1,0 +1,53 @@
+//! `batchguard audit`: read the ledger (and the manifests), run the checks over the
+//! window, write the report in one format to stdout or `--out`.
+
+use super::{Error, Outcome, fail_on, print, settings_for, use_color};
+use crate::audit::run::{AuditError, RunOptions};
+use crate::cli::{AuditArgs, AuditFormat, LedgerFormat};
+use crate::ledger::read::FileFormat;
+use crate::report;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+pub(super) fn run(args: AuditArgs) -> Result<Outcome, Error> {
+    // The config is looked for above the current directory: the ledger need not be a file.
+    let settings = settings_for(args.config, &[PathBuf::from(".")])?;
+    let opts = RunOptions {
+        settings,
+        ledger: args.ledger,
+        outputs: args.outputs,
+        manifests: args.manifests,
+        snapshots: args.snapshots,
+        from: args.from.at,
+        from_offset: args.from.offset,
+        timezone: args.timezone,
+        to: args.to,
+        assume_tz: args.assume_tz,
+        progress: std::io::stderr().is_terminal(),
+        jobs: args.jobs,
+        ledger_format: args.ledger_format.map(|f| match f {
+            LedgerFormat::Csv => FileFormat::Csv,
+            LedgerFormat::Jsonl => FileFormat::Jsonl,
+        }),
+    };
+    let result = crate::audit::run::run(&opts).map_err(|e| match e {
+        AuditError::Manifest(e) => Error::AuditManifest(e),
+        e @ AuditError::CannotRun(_) => Error::Audit(e.to_string()),
+    })?;
+    let color = args.out.is_none() && use_color();
+    let text = match args.format {
+        AuditFormat::Pretty => report::audit_pretty::render(&result, color),
+        AuditFormat::Json => report::audit_json::render(&result),
+        AuditFormat::Markdown => report::audit_markdown::render(&result),
+        AuditFormat::Html => report::audit_html::render(&result),
+        AuditFormat::Csv => report::audit_csv::render(&result),
+    };
+    match &args.out {
+        Some(path) => std::fs::write(path, text).map_err(|e| Error::Write {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })?,
+        None => print(&text),
+    }
+    Ok(Outcome::of(result.failing(fail_on(args.fail_on))))
+}

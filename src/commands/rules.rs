@@ -1,0 +1,12 @@
+//! `batchguard rules`: every lint rule and audit check, one line each or as the README's table.
+
+use super::{Error, Outcome, print};
+use crate::cli::RulesFormat;
+
+pub(super) fn run(format: RulesFormat) -> Result<Outcome, Error> {
+    print(&match format {
+        RulesFormat::Text => crate::report::rules::table(),
+        RulesFormat::Markdown => crate::lint::rules_markdown(),
+    });
+    Ok(Outcome::Clean)
+}
