@@ -151,9 +151,10 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
     }
     if let Some(l) = &opts.ledger
         && l != &opts.store
+        && !store::ledger::is_writable_source(l)
     {
         return Err(format!(
-            "--ledger {} differs from --store: this batchguard writes the ledger into the store's own tables only",
+            "--ledger {} is not a ledger `run` can write: give sqlite:PATH, postgres://… or a path.jsonl / path.ndjson file (outputs go beside it, to path.outputs.jsonl)",
             crate::db::mask(l)
         ));
     }
