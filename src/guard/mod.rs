@@ -360,7 +360,10 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
                 SpawnError::NotExecutable(m) => (NOT_EXECUTABLE, m),
                 SpawnError::Other(m) => (NOT_EXECUTABLE, m),
             }),
-            Err(why) => Err((CANNOT_RUN, why.clone())),
+            Err(why) => {
+                eprintln!("batchguard run: {why}");
+                Err((CANNOT_RUN, why.clone()))
+            }
         };
         let class = classify::classify(&result, &error_path, &plan.retry);
         let ended_at = st.now().unwrap_or_else(|_| Timestamp::now());
