@@ -2,6 +2,9 @@
 //! the store, the events and outputs go to a JSONL file or another SQLite database, and an
 //! unreachable ledger is spooled and written later. Real processes, real files.
 
+#[path = "common/pgdb.rs"]
+mod pgdb;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -337,4 +340,51 @@ fn concurrent_appends_never_interleave_lines() {
     assert_eq!(events(&dir.path().join("l.jsonl")).len(), 16);
     let outs = lines(&dir.path().join("l.outputs.jsonl"));
     assert_eq!(outs.len(), 400);
+}
+
+#[test]
+fn postgres_store_with_a_jsonl_ledger_and_sqlite_store_with_a_postgres_ledger() {
+    let Some(store_db) = pgdb::fresh("lsep_store") else {
+        return;
+    };
+    let Some(ledger_db) = pgdb::fresh("lsep_ledger") else {
+        return;
+    };
+    for url in [&store_db.url, &ledger_db.url] {
+        let m = Command::new(bin())
+            .args(["store", "migrate", "--store", url])
+            .output()
+            .expect("migrate");
+        assert!(m.status.success(), "{m:?}");
+    }
+    // The lease in PostgreSQL, the ledger in a file.
+    let d = case();
+    let (first, second) = race(d.path(), &store_db.url, "l.jsonl");
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    assert_eq!(second.status.code(), Some(0), "{second:?}");
+    let mut kinds = events(&d.path().join("l.jsonl"));
+    kinds.sort();
+    assert_eq!(kinds, ["end", "skip", "start"]);
+    assert_eq!(
+        store_db.rows("SELECT count(*)::text FROM batchguard_events")[0][0].as_deref(),
+        Some("0")
+    );
+    let v = audit(d.path(), "l.jsonl", Some("l.outputs.jsonl"));
+    assert!(findings(&v).is_empty(), "{:?}", findings(&v));
+
+    // The lease in SQLite, the ledger in PostgreSQL.
+    let d = case();
+    let (first, second) = race(d.path(), "sqlite:s.db", &ledger_db.url);
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    assert_eq!(second.status.code(), Some(0), "{second:?}");
+    assert_eq!(
+        ledger_db.rows("SELECT count(*)::text FROM batchguard_events")[0][0].as_deref(),
+        Some("3")
+    );
+    assert_eq!(
+        ledger_db.rows("SELECT count(*)::text FROM batchguard_outputs")[0][0].as_deref(),
+        Some("1")
+    );
+    let v = audit(d.path(), &ledger_db.url, None);
+    assert!(findings(&v).is_empty(), "{:?}", findings(&v));
 }
