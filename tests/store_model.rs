@@ -110,6 +110,7 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
                     max_attempts: Some(MAX_ATTEMPTS),
                     manual,
                     start: event(&run_id, slot, "start", Timestamp::now()),
+                    ledger: true,
                 };
                 let got = store.acquire(&req).unwrap();
                 let m = &mut model[slot];
@@ -194,6 +195,7 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
                         } else {
                             outcome
                         },
+                        ledger: true,
                     })
                     .unwrap();
                 match outcome {

@@ -18,11 +18,22 @@ pub(super) fn run(args: StoreArgs) -> Result<Outcome, Error> {
     match args.action {
         StoreAction::Migrate => print(&format!("{}: tables are current\n", db::mask(url))),
         StoreAction::Flush => {
-            let n = crate::guard::catch_up(st.as_mut()).map_err(|e| failed("store flush", e))?;
+            let done =
+                crate::guard::catch_up(st.as_mut(), url).map_err(|e| failed("store flush", e))?;
+            let n = done.written;
             print(&format!(
                 "wrote {n} spooled or left-over record{}\n",
                 if n == 1 { "" } else { "s" }
             ));
+            // What could not be written stays in the spool, named above: not clean.
+            if done.left > 0 {
+                eprintln!(
+                    "batchguard store flush: {} entr{} left in place (see above)",
+                    done.left,
+                    if done.left == 1 { "y" } else { "ies" }
+                );
+                return Ok(Outcome::Found);
+            }
         }
         StoreAction::Status => {
             let leases = st.leases(args.job.as_deref());

@@ -33,8 +33,15 @@ pub struct Classified {
 const MAX_CODE: usize = 128;
 
 fn error_file_code(path: &Path) -> Option<String> {
-    let bytes = std::fs::read(path).ok()?;
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).into_owned();
+    use std::io::Read;
+    // Only the first line counts: read no more than a line can be, whatever the file's size.
+    let mut bytes = Vec::with_capacity(512);
+    std::fs::File::open(path)
+        .ok()?
+        .take(4096)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let first = text.lines().next()?.trim();
     if first.is_empty() || first.len() > MAX_CODE || first.chars().any(char::is_control) {
         return None;
@@ -115,66 +122,122 @@ pub struct Rejected {
     pub why: &'static str,
 }
 
+/// The refused lines of an outputs file: how many, and the first few by line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rejections {
+    pub count: usize,
+    pub first: Vec<Rejected>,
+}
+
+impl Rejections {
+    fn push(&mut self, line: usize, why: &'static str) {
+        self.count += 1;
+        if self.first.len() < SHOWN {
+            self.first.push(Rejected { line, why });
+        }
+    }
+}
+
 /// The longest output key accepted.
 pub const MAX_KEY: usize = 1024;
 
+/// The most output keys one run reports; lines beyond are refused and counted, so a runaway
+/// file cannot exhaust memory or the ledger.
+pub const MAX_OUTPUTS: usize = 1_000_000;
+
+/// How many refused lines `detail` names.
+const SHOWN: usize = 10;
+
 /// Reads the outputs file: one key per line; an empty line, one over 1 KiB, one with a NUL
-/// or one that is not UTF-8 is refused and counted. A missing file is no outputs.
-pub fn read_outputs(path: &Path, at: Timestamp) -> (Vec<OutputRow>, Vec<Rejected>) {
-    let Ok(bytes) = std::fs::read(path) else {
-        return (vec![], vec![]);
-    };
+/// or one that is not UTF-8 is refused and counted. The file is streamed and no line is
+/// held beyond 1 KiB, so its size bounds nothing but the time. A missing file is no
+/// outputs.
+pub fn read_outputs(path: &Path, at: Timestamp) -> (Vec<OutputRow>, Rejections) {
+    use std::io::{BufRead, BufReader};
     let mut ok = Vec::new();
-    let mut bad = Vec::new();
-    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-    if body.is_empty() {
+    let mut bad = Rejections::default();
+    let Ok(file) = std::fs::File::open(path) else {
         return (ok, bad);
-    }
-    for (i, raw) in body.split(|b| *b == b'\n').enumerate() {
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let why = if raw.is_empty() {
-            Some("empty")
-        } else if raw.len() > MAX_KEY {
+    };
+    let mut rdr = BufReader::with_capacity(1 << 16, file);
+    let mut line = 0usize;
+    let mut buf: Vec<u8> = Vec::with_capacity(MAX_KEY + 2);
+    loop {
+        buf.clear();
+        // Up to the newline, keeping at most MAX_KEY + 2 bytes (a key, `\r`, one more).
+        let mut long = false;
+        let mut ended = false;
+        let mut any = false;
+        loop {
+            let chunk = match rdr.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            any = true;
+            let (take, nl) = match chunk.iter().position(|b| *b == b'\n') {
+                Some(i) => (i, true),
+                None => (chunk.len(), false),
+            };
+            let room = (MAX_KEY + 2).saturating_sub(buf.len());
+            buf.extend_from_slice(&chunk[..take.min(room)]);
+            long |= take > room;
+            rdr.consume(take + usize::from(nl));
+            if nl {
+                ended = true;
+                break;
+            }
+        }
+        if !any {
+            break;
+        }
+        line += 1;
+        let raw = buf.strip_suffix(b"\r").unwrap_or(&buf);
+        let why = if long || raw.len() > MAX_KEY {
             Some("over 1 KiB")
+        } else if raw.is_empty() {
+            Some("empty")
         } else if raw.contains(&0) {
             Some("contains NUL")
+        } else if ok.len() >= MAX_OUTPUTS {
+            Some("beyond the limit of 1000000 outputs")
         } else {
             None
         };
         match (why, std::str::from_utf8(raw)) {
-            (Some(w), _) => bad.push(Rejected {
-                line: i + 1,
-                why: w,
-            }),
-            (None, Err(_)) => bad.push(Rejected {
-                line: i + 1,
-                why: "not UTF-8",
-            }),
+            (Some(w), _) => bad.push(line, w),
+            (None, Err(_)) => bad.push(line, "not UTF-8"),
             (None, Ok(s)) => ok.push(OutputRow {
                 key: s.to_owned(),
                 at,
             }),
+        }
+        if !ended {
+            break;
         }
     }
     (ok, bad)
 }
 
 /// `detail` text for refused output lines: the count and the first ten.
-pub fn rejected_detail(r: &[Rejected]) -> String {
+pub fn rejected_detail(r: &Rejections) -> String {
     let shown: Vec<String> = r
+        .first
         .iter()
-        .take(10)
         .map(|x| format!("line {} ({})", x.line, x.why))
         .collect();
-    let more = if r.len() > 10 {
-        format!(", and {} more", r.len() - 10)
+    let more = if r.count > shown.len() {
+        format!(", and {} more", r.count - shown.len())
     } else {
         String::new()
     };
     format!(
         "{} malformed output line{} skipped: {}{more}",
-        r.len(),
-        if r.len() == 1 { "" } else { "s" },
+        r.count,
+        if r.count == 1 { "" } else { "s" },
         shown.join(", ")
     )
 }
@@ -192,7 +255,10 @@ mod tests {
         let (ok, bad) = read_outputs(&p, Timestamp::UNIX_EPOCH);
         let keys: Vec<&str> = ok.iter().map(|o| o.key.as_str()).collect();
         assert_eq!(keys, ["a", "d"]);
-        assert_eq!(bad.iter().map(|b| b.line).collect::<Vec<_>>(), [2, 3, 4]);
+        assert_eq!(
+            bad.first.iter().map(|b| b.line).collect::<Vec<_>>(),
+            [2, 3, 4]
+        );
         assert!(
             rejected_detail(&bad).starts_with("3 malformed output lines skipped: line 2 (empty)")
         );

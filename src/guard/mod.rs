@@ -9,8 +9,9 @@ pub mod plan;
 pub mod report;
 
 use crate::process::{self, SpawnError, Stopped};
+use crate::store::ledger::{self, Batch, Ledger};
 use crate::store::{
-    self, AcquireRequest, AcquireResult, Finish, OutputRow, SlotState, Store, spool,
+    self, AcquireRequest, AcquireResult, EventRow, Finish, OutputRow, SlotState, Store, spool,
 };
 use classify::Class;
 use jiff::Timestamp;
@@ -72,6 +73,9 @@ fn replay_line(opts: &Options, slot: Option<Timestamp>) -> String {
     if opts.store != store::DEFAULT_URL {
         s.push_str(&format!(" --store '{}'", crate::db::mask(&opts.store)));
     }
+    if let Some(l) = opts.ledger.as_ref().filter(|l| **l != opts.store) {
+        s.push_str(&format!(" --ledger '{}'", crate::db::mask(l)));
+    }
     s.push_str(&format!(" --scheduled-at {slot}"));
     if !opts.command.is_empty() {
         s.push_str(" --");
@@ -105,7 +109,93 @@ fn unreachable(opts: &Options, slot: Option<Timestamp>, e: &store::StoreError) -
     CANNOT_RUN
 }
 
+/// A `--ledger` apart from the store: opened on first use, once (a ledger that cannot be
+/// reached is not retried within the run: its writes are spooled).
+struct Apart {
+    src: String,
+    ledger: Option<Result<Box<dyn Ledger>, String>>,
+}
+
+impl Apart {
+    fn new(opts: &Options) -> Option<Apart> {
+        let src = opts.ledger.as_ref().filter(|l| **l != opts.store)?;
+        Some(Apart {
+            src: src.clone(),
+            ledger: None,
+        })
+    }
+
+    /// Writes the batch to the ledger, or spools it for the next `run` or `store flush`.
+    fn write(&mut self, batch: Batch) -> Result<(), String> {
+        let src = &self.src;
+        let l = self
+            .ledger
+            .get_or_insert_with(|| ledger::open(src).map_err(|e| e.0));
+        let why = match l {
+            Ok(l) => match l.write(&batch) {
+                Ok(()) => return Ok(()),
+                Err(e) => e.0,
+            },
+            Err(why) => why.clone(),
+        };
+        let why = crate::db::scrub(src, why);
+        let entry = spool::Entry::Ledger {
+            ledger: self.src.clone(),
+            batch: Box::new(batch),
+        };
+        match spool::put(Path::new(spool::DIR), &entry) {
+            Ok(p) => {
+                eprintln!(
+                    "batchguard run: the ledger did not take a write ({why}); spooled to {} for the next run or `batchguard store flush`",
+                    p.display()
+                );
+                Ok(())
+            }
+            Err(io) => Err(format!(
+                "the ledger did not take a write ({why}) and the spool failed too: {io}"
+            )),
+        }
+    }
+}
+
+/// Writes one event where the ledger is: the store's tables, or the ledger apart.
+fn record(st: &mut dyn Store, apart: &mut Option<Apart>, ev: EventRow) -> Result<(), String> {
+    match apart {
+        None => write_or_spool(st, spool::Entry::Event(Box::new(ev))),
+        Some(a) => match Batch::events(vec![ev]) {
+            Some(b) => a.write(b),
+            None => Ok(()),
+        },
+    }
+}
+
+/// What a run directory of a run with a ledger apart says about its run, so the outputs of
+/// a run that died reach the ledger it was writing to.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RunMeta {
+    store: String,
+    ledger: String,
+    job: String,
+    scheduled_at: Timestamp,
+}
+
+const RUN_META: &str = "run.json";
+
+fn write_meta(dir: &Path, meta: &RunMeta) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let text = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(dir.join(RUN_META))?;
+    f.write_all(&text)
+}
+
 fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
+    let mut apart = Apart::new(opts);
     let mut st = match store::open(&opts.store) {
         Ok(s) => s,
         Err(e) => {
@@ -115,7 +205,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
         }
     };
     // Leftovers first: spooled writes, and outputs of runs that died.
-    if let Err(e) = catch_up(st.as_mut()) {
+    if let Err(e) = catch_up(st.as_mut(), &opts.store) {
         eprintln!("batchguard run: note: cannot write the spool yet: {e}");
     }
     let slot = match plan.slot(opts.scheduled_at, st.as_mut()) {
@@ -137,7 +227,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
     let mut run_id = new_run_id();
     if opts.manual {
         let ev = plan.event(&run_id, slot, "manual", trigger, opts.reason.clone());
-        if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Event(Box::new(ev))) {
+        if let Err(e) = record(st.as_mut(), &mut apart, ev) {
             eprintln!("batchguard run: {e}");
             return CANNOT_RUN;
         }
@@ -163,6 +253,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             max_attempts: plan.max_attempts,
             manual: opts.manual,
             start,
+            ledger: apart.is_none(),
         };
         let sent = Instant::now();
         let acquired = match st.acquire(&req) {
@@ -174,8 +265,20 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
                     plan.job_name,
                     store::rfc3339(slot)
                 );
+                if let (Some(a), store::Refusal::Exhausted { attempts }) = (apart.as_mut(), &why) {
+                    // The store dead-lettered the slot; its ledger event is ours to write.
+                    let mut dl = plan.event(&run_id, slot, "dead_letter", trigger, None);
+                    dl.attempt = Some(*attempts).filter(|a| *a > 0);
+                    dl.error_code = Some("ATTEMPTS_EXHAUSTED".into());
+                    dl.detail = Some(format!(
+                        "all {attempts} attempts were used; the last one never reported an end"
+                    ));
+                    if let Err(e) = Batch::events(vec![dl]).map_or(Ok(()), |b| a.write(b)) {
+                        eprintln!("batchguard run: {e}");
+                    }
+                }
                 let ev = plan.event(&run_id, slot, "skip", trigger, Some(detail.clone()));
-                if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Event(Box::new(ev))) {
+                if let Err(e) = record(st.as_mut(), &mut apart, ev) {
                     eprintln!("batchguard run: {e}");
                 }
                 if report.attempts.is_empty() {
@@ -204,6 +307,15 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
                 return unreachable(opts, Some(slot), &e);
             }
         };
+        if let Some(a) = apart.as_mut() {
+            let mut start = req.start.clone();
+            start.at = acquired.at;
+            start.attempt = Some(acquired.attempt);
+            start.fence = Some(acquired.fence);
+            if let Err(e) = Batch::events(vec![start]).map_or(Ok(()), |b| a.write(b)) {
+                eprintln!("batchguard run: {e}");
+            }
+        }
         let deadline = sent + plan.ttl - plan.safety;
         let deadline_wall = acquired
             .at
@@ -213,7 +325,14 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
         let run_dir = PathBuf::from(".batchguard/runs").join(&run_id);
         let outputs_path = run_dir.join("outputs");
         let error_path = run_dir.join("error");
+        let meta = apart.as_ref().map(|a| RunMeta {
+            store: opts.store.clone(),
+            ledger: a.src.clone(),
+            job: plan.ledger_job.clone(),
+            scheduled_at: slot,
+        });
         let prepared = std::fs::create_dir_all(&run_dir)
+            .and_then(|()| meta.as_ref().map_or(Ok(()), |m| write_meta(&run_dir, m)))
             .and_then(|()| std::fs::write(&outputs_path, b""))
             .map_err(|e| format!("cannot prepare {}: {e}", run_dir.display()));
         let argv =
@@ -241,11 +360,15 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
                 SpawnError::NotExecutable(m) => (NOT_EXECUTABLE, m),
                 SpawnError::Other(m) => (NOT_EXECUTABLE, m),
             }),
-            Err(why) => Err((CANNOT_RUN, why.clone())),
+            Err(why) => {
+                eprintln!("batchguard run: {why}");
+                Err((CANNOT_RUN, why.clone()))
+            }
         };
         let class = classify::classify(&result, &error_path, &plan.retry);
         let ended_at = st.now().unwrap_or_else(|_| Timestamp::now());
         let (outputs, rejected) = classify::read_outputs(&outputs_path, ended_at);
+        let rejected_count = rejected.count;
         let mut end = plan.event(&run_id, slot, "end", trigger, None);
         end.at = ended_at;
         end.attempt = Some(attempt);
@@ -267,7 +390,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
                 detail.push(class.message.clone());
             }
         }
-        if !rejected.is_empty() {
+        if rejected.count > 0 {
             detail.push(classify::rejected_detail(&rejected));
         }
         if class.class != Class::Success && !class.stderr_tail.is_empty() {
@@ -294,7 +417,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             });
             d
         });
-        let fin = Finish {
+        let mut fin = Finish {
             key,
             job: plan.ledger_job.clone(),
             scheduled_at: slot,
@@ -304,11 +427,35 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             outputs: outputs.clone(),
             dead_letter: dl,
             state,
+            ledger: apart.is_none(),
         };
-        if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
-            eprintln!("batchguard run: {e}");
+        if let Some(a) = apart.as_mut() {
+            // The ledger first, then the run directory, then the release: a released
+            // lease never leaves a run directory whose outputs would be ingested twice.
+            let mut events = vec![fin.end.clone()];
+            events.extend(fin.dead_letter.clone());
+            let batch = Batch {
+                job: fin.job.clone(),
+                scheduled_at: slot,
+                run_id: run_id.clone(),
+                events,
+                outputs: std::mem::take(&mut fin.outputs),
+            };
+            match a.write(batch) {
+                Ok(()) => {
+                    let _ = std::fs::remove_dir_all(&run_dir);
+                }
+                Err(e) => eprintln!("batchguard run: {e}"),
+            }
+            if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
+                eprintln!("batchguard run: {e}");
+            }
+        } else {
+            if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
+                eprintln!("batchguard run: {e}");
+            }
+            let _ = std::fs::remove_dir_all(&run_dir);
         }
-        let _ = std::fs::remove_dir_all(&run_dir);
         let (exit_status, signal) = match &result {
             Ok(o) => match o.exit {
                 process::Exit::Code(c) => (Some(c), None),
@@ -327,7 +474,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             signal,
             error_code: (class.class != Class::Success).then(|| class.code.clone()),
             outputs: outputs.len(),
-            rejected_output_lines: rejected.len(),
+            rejected_output_lines: rejected_count,
         });
         let code = exit_code(&result);
         report.exit_code = i32::from(code);
@@ -385,6 +532,7 @@ fn write_or_spool(st: &mut dyn Store, entry: spool::Entry) -> Result<(), String>
     let r = match &entry {
         spool::Entry::Finish(f) => st.finish(f),
         spool::Entry::Event(e) => st.append(e),
+        spool::Entry::Ledger { .. } => return Err("a ledger entry is not for the store".into()),
     };
     match r {
         Ok(()) => Ok(()),
@@ -403,8 +551,17 @@ fn write_or_spool(st: &mut dyn Store, entry: spool::Entry) -> Result<(), String>
     }
 }
 
+/// What a catch-up wrote, and what it had to leave behind (reported on stderr).
+#[derive(Debug, Default)]
+pub struct CaughtUp {
+    pub written: u64,
+    pub left: u64,
+}
+
 /// Writes the spool and the outputs of runs that died (their lease expired), once each.
-pub fn catch_up(st: &mut dyn Store) -> Result<u64, store::StoreError> {
+/// `store_url` is the store's URL as given: run directories of runs that held a lease in
+/// another store are not this store's to judge.
+pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::StoreError> {
     let flushed = spool::flush(Path::new(spool::DIR), st)?;
     for (p, why) in &flushed.unreadable {
         eprintln!(
@@ -412,12 +569,23 @@ pub fn catch_up(st: &mut dyn Store) -> Result<u64, store::StoreError> {
             p.display()
         );
     }
-    let mut n = flushed.written;
+    for (p, why) in &flushed.failed {
+        eprintln!(
+            "batchguard: note: {} stays spooled: its ledger did not take it ({why})",
+            p.display()
+        );
+    }
+    let mut done = CaughtUp {
+        written: flushed.written,
+        left: (flushed.unreadable.len() + flushed.failed.len()) as u64,
+    };
     // An empty runs directory has no leftovers: no round trip to the store for them.
     let runs = Path::new(".batchguard/runs");
-    let any = std::fs::read_dir(runs).is_ok_and(|mut d| d.next().is_some());
-    if !any {
-        return Ok(n);
+    let dirs: Vec<PathBuf> = std::fs::read_dir(runs)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    if dirs.is_empty() {
+        return Ok(done);
     }
     for run in st.abandoned()? {
         let dir = runs.join(&run.run_id);
@@ -426,10 +594,52 @@ pub fn catch_up(st: &mut dyn Store) -> Result<u64, store::StoreError> {
             continue;
         }
         let (outputs, _) = classify::read_outputs(&file, Timestamp::now());
-        n += st.ingest_abandoned(&run, &outputs)?;
+        done.written += st.ingest_abandoned(&run, &outputs)?;
         let _ = std::fs::remove_dir_all(&dir);
     }
-    Ok(n)
+    // Runs with a ledger apart: their directory names the ledger.
+    for dir in dirs {
+        let Ok(text) = std::fs::read(dir.join(RUN_META)) else {
+            continue;
+        };
+        let Ok(meta) = serde_json::from_slice::<RunMeta>(&text) else {
+            eprintln!(
+                "batchguard: note: {} is not readable; {} left in place",
+                dir.join(RUN_META).display(),
+                dir.display()
+            );
+            continue;
+        };
+        let Some(run_id) = dir.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if meta.store != store_url || st.live(run_id)? {
+            continue;
+        }
+        let (outputs, _) = classify::read_outputs(&dir.join("outputs"), Timestamp::now());
+        let n = outputs.len() as u64;
+        if n > 0 {
+            let mut a = Apart {
+                src: meta.ledger.clone(),
+                ledger: None,
+            };
+            let batch = Batch {
+                job: meta.job,
+                scheduled_at: meta.scheduled_at,
+                run_id: run_id.to_owned(),
+                events: vec![],
+                outputs,
+            };
+            if let Err(e) = a.write(batch) {
+                eprintln!("batchguard: {e}");
+                done.left += 1;
+                continue;
+            }
+        }
+        done.written += n;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(done)
 }
 
 /// A run id: unique without coordination (time, pid and 64 random bits).

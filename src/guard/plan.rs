@@ -68,16 +68,53 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// The manifest's bytes, reading no more than the loader accepts (a huge file, or a device
+/// that never ends, is refused without being read).
+fn read_manifest(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let max = crate::manifest::load::MAX_FILE_BYTES;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    f.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() > max {
+        return Err(format!(
+            "BG006 the file is over the {} MiB limit of a manifest",
+            max / 1024 / 1024
+        ));
+    }
+    Ok(bytes)
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut cut = offset.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let before = &text[..cut];
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[start..].chars().count() + 1)
+}
+
 pub fn plan(opts: &Options) -> Result<Plan, String> {
     let shown = opts.manifest.display().to_string();
-    let bytes = std::fs::read(&opts.manifest).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let (_, loaded) = crate::manifest::load::load(&bytes);
+    let bytes = read_manifest(&opts.manifest).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let (text, loaded) = crate::manifest::load::load(&bytes);
     if loaded.root.is_none() {
-        let why = loaded
-            .diags
-            .first()
-            .map_or_else(|| "not a manifest".to_owned(), |d| d.message.clone());
-        return Err(format!("{shown} is not a readable manifest: {why}"));
+        let why = loaded.diags.first().map_or_else(
+            || "not a manifest".to_owned(),
+            |d| {
+                let at = text.as_deref().map_or_else(String::new, |t| {
+                    let (l, c) = line_col(t, d.span.start);
+                    format!(":{l}:{c}")
+                });
+                format!("{shown}{at}: {} {}", d.code, d.message)
+            },
+        );
+        return Err(format!("not a readable manifest: {why}"));
     }
     let Some(job) = loaded
         .jobs
@@ -151,14 +188,15 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
     }
     if let Some(l) = &opts.ledger
         && l != &opts.store
+        && !store::ledger::is_writable_source(l)
     {
         return Err(format!(
-            "--ledger {} differs from --store: this batchguard writes the ledger into the store's own tables only",
+            "--ledger {} is not a ledger `run` can write: give sqlite:PATH, postgres://… or a path.jsonl / path.ndjson file (outputs go beside it, to path.outputs.jsonl)",
             crate::db::mask(l)
         ));
     }
     let retry = job.retry.value().cloned().unwrap_or_default();
-    Ok(Plan {
+    let plan = Plan {
         job_name: opts.job.clone(),
         ledger_job: opts.job.clone(),
         service: loaded.manifest.service_name(&opts.manifest),
@@ -177,7 +215,14 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             .value()
             .and_then(|s| s.path.value())
             .map(|t| t.0.clone()),
-    })
+    };
+    // A template that cannot be filled is refused before the store is touched, not found
+    // after a lease was taken for nothing.
+    let snap = plan.snapshot.as_ref().map(|_| "SNAPSHOT");
+    plan.argv(Timestamp::UNIX_EPOCH, "RUN_ID", 1, snap)
+        .and_then(|_| plan.lock_key(Timestamp::UNIX_EPOCH, "RUN_ID"))
+        .map_err(|e| bad(&format!("cannot be run: {e}")))?;
+    Ok(plan)
 }
 
 impl Plan {

@@ -6,6 +6,8 @@
 //! fence, the attempt, the `start` event) and the finish (`end`, outputs, dead letter,
 //! release). Times that decide a lease come from the store's clock.
 
+pub mod jsonl;
+pub mod ledger;
 pub mod postgres;
 pub mod spool;
 pub mod sqlite;
@@ -57,6 +59,10 @@ pub struct AcquireRequest {
     /// The `start` event to write when the lease is taken (its `at`, `attempt` and
     /// `fence` are filled in by the store).
     pub start: EventRow,
+    /// Whether the store writes the ledger events (`start`, an exhausted slot's
+    /// `dead_letter`) itself; false when `--ledger` names another ledger, which `run`
+    /// then writes.
+    pub ledger: bool,
 }
 
 /// A lease taken.
@@ -154,6 +160,14 @@ pub struct Finish {
     pub outputs: Vec<OutputRow>,
     pub dead_letter: Option<EventRow>,
     pub state: SlotState,
+    /// Whether the store writes `end`, outputs and dead letter too; false when they go to
+    /// a ledger apart (the store then only settles the slot and releases the lease).
+    #[serde(default = "yes")]
+    pub ledger: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A live lease, for `store status`.
@@ -202,6 +216,11 @@ pub trait Store {
     fn ingest_abandoned(&mut self, run: &Abandoned, keys: &[OutputRow]) -> Result<u64, StoreError>;
     /// Runs whose lease expired with no `end` written.
     fn abandoned(&mut self) -> Result<Vec<Abandoned>, StoreError>;
+    /// Whether this run still holds a live lease (a run directory whose run is not live
+    /// was left by a run that died).
+    fn live(&mut self, run_id: &str) -> Result<bool, StoreError>;
+    /// The store's own ledger tables, as a ledger.
+    fn as_ledger(&mut self) -> &mut dyn ledger::Ledger;
     fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError>;
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError>;
 }

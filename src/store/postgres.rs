@@ -16,6 +16,7 @@
 //! `run` does not create the tables: a missing table is refused with a message naming
 //! `batchguard store migrate` (DDL on a shared database is the operator's decision).
 
+use super::ledger::{Batch, Ledger};
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
     Refusal, SlotRow, SlotState, Store, StoreError, rfc3339,
@@ -181,11 +182,11 @@ fn acquire_sql(req: &AcquireRequest) -> String {
 ), ev AS (
   INSERT INTO batchguard_events ({EVENT_COLUMNS})
   SELECT {r}, {j}, {s}, 'start', now(), {inst}, slot_up.attempts, {status}, {code}, {digest}, {trig}, lease.fence, {detail}
-  FROM lease, slot_up
+  FROM lease, slot_up WHERE {ledger}
   UNION ALL
   SELECT {r}, {j}, {s}, 'dead_letter', now(), {inst}, NULLIF(gate.used, 0), NULL::text, 'ATTEMPTS_EXHAUSTED', NULL::text, {trig}, NULL::bigint,
          'all ' || gate.used || ' attempts were used; the last one never reported an end'
-  FROM lease, gate WHERE lease.won AND lease.state = 'dead_lettered'
+  FROM lease, gate WHERE lease.won AND lease.state = 'dead_lettered' AND {ledger}
   RETURNING 1
 )
 SELECT (SELECT won::text FROM lease), (SELECT holder FROM lease), (SELECT run_id FROM lease),
@@ -193,6 +194,7 @@ SELECT (SELECT won::text FROM lease), (SELECT holder FROM lease), (SELECT run_id
        (SELECT attempts::text FROM slot_up), (SELECT state FROM slot), (SELECT run_id FROM slot),
        (SELECT used::text FROM gate), {now}",
         h = lit(&req.holder),
+        ledger = req.ledger,
         set = set.join(",\n    "),
         status = lit_opt(st.status.as_deref()),
         code = lit_opt(st.error_code.as_deref()),
@@ -217,6 +219,13 @@ fn finish_sql(fin: &Finish) -> String {
         SlotState::DeadLettered => "dead_lettered",
         _ => "released",
     };
+    if !fin.ledger {
+        // The ledger is elsewhere: settle the slot and release the lease only.
+        return format!(
+            "WITH done AS (SELECT false AS d){}",
+            settle_sql(fin, state, lease_state)
+        );
+    }
     let mut sql = format!(
         "WITH done AS (
   SELECT EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end') AS d
@@ -239,7 +248,14 @@ fn finish_sql(fin: &Finish) -> String {
             outputs_insert(&j, &s, &r, &fin.outputs)
         ));
     }
-    sql.push_str(&format!(
+    sql.push_str(&settle_sql(fin, state, lease_state));
+    sql
+}
+
+/// The finish's tail: the slot's state and the lease's release, unless `done`.
+fn settle_sql(fin: &Finish, state: SlotState, lease_state: &str) -> String {
+    let (j, s, r) = (lit(&fin.job), ts(fin.scheduled_at), lit(&fin.run_id));
+    format!(
         ", slot AS (
   UPDATE batchguard_slots SET state = '{st}'
   WHERE job = {j} AND scheduled_at = {s} AND (run_id = {r} OR '{st}' = 'succeeded')
@@ -253,7 +269,34 @@ SELECT {now}",
         k = lit(&fin.key),
         f = fin.fence,
         now = us("now()"),
-    ));
+    )
+}
+
+/// A ledger batch: one statement, the events and outputs of one run; a batch with an `end`
+/// is written once per run id.
+fn batch_sql(b: &Batch) -> String {
+    let (j, s, r) = (lit(&b.job), ts(b.scheduled_at), lit(&b.run_id));
+    let done = if b.has_end() {
+        format!(
+            "SELECT EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end') AS d"
+        )
+    } else {
+        "SELECT false AS d".to_owned()
+    };
+    let mut sql = format!("WITH done AS ({done})");
+    for (i, ev) in b.events.iter().enumerate() {
+        sql.push_str(&format!(
+            ", e{i} AS (INSERT INTO batchguard_events ({EVENT_COLUMNS}) SELECT {} FROM done WHERE NOT done.d)",
+            event_values(ev)
+        ));
+    }
+    if !b.outputs.is_empty() {
+        sql.push_str(&format!(
+            ", outs AS ({})",
+            outputs_insert(&j, &s, &r, &b.outputs)
+        ));
+    }
+    sql.push_str(&format!(" SELECT {}", us("now()")));
     sql
 }
 
@@ -494,6 +537,24 @@ UNION ALL SELECT NULL, NULL, NULL, {now}",
             .collect())
     }
 
+    fn live(&mut self, run_id: &str) -> Result<bool, StoreError> {
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM batchguard_leases WHERE run_id = {} AND state = 'held' AND lease_until > now())::text, {}",
+            lit(run_id),
+            us("now()")
+        );
+        let rows = self.query(sql, "cannot read the leases")?;
+        self.tick(&rows);
+        Ok(rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .is_some_and(|v| v == "true"))
+    }
+
+    fn as_ledger(&mut self) -> &mut dyn Ledger {
+        self
+    }
+
     fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
         let filter = job.map_or_else(String::new, |j| format!(" AND job = {}", lit(j)));
         let sql = format!(
@@ -543,6 +604,14 @@ WHERE n <= {per_job} ORDER BY job, scheduled_at DESC",
                 })
             })
             .collect())
+    }
+}
+
+impl Ledger for PgStore {
+    fn write(&mut self, batch: &Batch) -> Result<(), StoreError> {
+        let rows = self.query(batch_sql(batch), "cannot write to the ledger")?;
+        self.tick(&rows);
+        Ok(())
     }
 }
 

@@ -2,18 +2,31 @@
 //! taken waits in `.batchguard/spool/` (one file per write, mode 0600) until the next `run`
 //! or `batchguard store flush` writes it. A finish is idempotent per run id, so a file
 //! written twice (a crash between the write and the removal) is recorded once.
+//!
+//! An entry for a ledger apart from the store (`--ledger`) names that ledger, so whoever
+//! flushes it (the next `run`, whatever its `--ledger`, or `store flush`) writes it where
+//! it was meant to go. A file that cannot be read as an entry is reported and kept.
 
+use super::ledger::{self, Batch, Ledger};
 use super::{EventRow, Finish, Store, StoreError};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
+use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 pub const DIR: &str = ".batchguard/spool";
 
+/// The largest spool file read; a larger one is not an entry `run` wrote.
+const MAX_ENTRY: u64 = 1 << 30;
+
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Entry {
+    /// For the store (with the ledger writes too when `Finish::ledger`).
     Finish(Box<Finish>),
+    /// For the store's own ledger tables.
     Event(Box<EventRow>),
+    /// For the ledger `ledger` names (a `--ledger` apart from the store).
+    Ledger { ledger: String, batch: Box<Batch> },
 }
 
 /// Writes one entry as its own file; the name orders entries by time of writing.
@@ -26,6 +39,7 @@ pub fn put(dir: &Path, entry: &Entry) -> std::io::Result<PathBuf> {
     let (run_id, kind) = match entry {
         Entry::Finish(f) => (f.run_id.as_str(), "finish"),
         Entry::Event(e) => (e.run_id.as_str(), e.event.as_str()),
+        Entry::Ledger { batch, .. } => (batch.run_id.as_str(), "ledger"),
     };
     let stamp = jiff::Timestamp::now().as_microsecond();
     let safe: String = run_id
@@ -54,12 +68,29 @@ pub fn put(dir: &Path, entry: &Entry) -> std::io::Result<PathBuf> {
 #[derive(Debug, Default)]
 pub struct Flushed {
     pub written: u64,
-    /// Files that are not spool entries: left in place and named.
+    /// Files that are not spool entries (corrupt, truncated, too large): left in place
+    /// and named.
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Entries for a ledger apart that did not take them: left in place, with why.
+    pub failed: Vec<(PathBuf, String)>,
 }
 
-/// Writes every spooled entry to the store, oldest first, removing each once written.
-/// Stops at the first store error (the rest stays spooled).
+fn read_entry(path: &Path) -> Result<Entry, String> {
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    f.take(MAX_ENTRY + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_ENTRY {
+        return Err(format!("larger than {} MiB", MAX_ENTRY >> 20));
+    }
+    serde_json::from_slice::<Entry>(&bytes).map_err(|e| e.to_string())
+}
+
+/// Writes every spooled entry, oldest first, removing each once written: store entries to
+/// `store`, ledger entries to the ledger each names. Stops at the first store error (the
+/// rest stays spooled); a ledger apart that fails keeps its entries (all later ones too,
+/// so its events stay in order) and the flush goes on with the others.
 pub fn flush(dir: &Path, store: &mut dyn Store) -> Result<Flushed, StoreError> {
     let mut out = Flushed::default();
     let Ok(read) = std::fs::read_dir(dir) else {
@@ -70,11 +101,9 @@ pub fn flush(dir: &Path, store: &mut dyn Store) -> Result<Flushed, StoreError> {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
+    let mut ledgers: HashMap<String, Result<Box<dyn Ledger>, String>> = HashMap::new();
     for path in files {
-        let entry = match std::fs::read(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<Entry>(&b).map_err(|e| e.to_string()))
-        {
+        let entry = match read_entry(&path) {
             Ok(e) => e,
             Err(why) => {
                 out.unreadable.push((path, why));
@@ -84,6 +113,21 @@ pub fn flush(dir: &Path, store: &mut dyn Store) -> Result<Flushed, StoreError> {
         match &entry {
             Entry::Finish(f) => store.finish(f)?,
             Entry::Event(e) => store.append(e)?,
+            Entry::Ledger { ledger: src, batch } => {
+                let l = ledgers
+                    .entry(src.clone())
+                    .or_insert_with(|| ledger::open(src).map_err(|e| e.0));
+                let r = match l {
+                    Ok(l) => l.write(batch).map_err(|e| e.0),
+                    Err(why) => Err(why.clone()),
+                };
+                if let Err(why) = r {
+                    let why = crate::db::scrub(src, why);
+                    ledgers.insert(src.clone(), Err(why.clone()));
+                    out.failed.push((path, why));
+                    continue;
+                }
+            }
         }
         let _ = std::fs::remove_file(&path);
         out.written += 1;

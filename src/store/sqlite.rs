@@ -2,6 +2,7 @@
 //! let the processes share the file; every write is an immediate transaction, so the
 //! acquire's check and its upsert see one state. The clock is the host's (SPEC 7.1 item 2).
 
+use super::ledger::{Batch, Ledger};
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
     Refusal, SlotRow, SlotState, Store, StoreError, micros, rfc3339,
@@ -128,6 +129,36 @@ impl SqliteStore {
         })
     }
 
+    /// A ledger apart from the store: the file gets the ledger tables only (idempotent
+    /// DDL, so a file that is also a store keeps its own tables).
+    pub fn open_ledger(path: &Path) -> Result<SqliteStore, StoreError> {
+        let shown = format!("sqlite:{}", path.display());
+        let rt = crate::db::runtime().map_err(StoreError)?;
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT);
+        let fail = |what: &str, e: sqlx::Error| StoreError(format!("{shown}: {what}: {e}"));
+        let conn = rt.block_on(async {
+            let mut conn = SqliteConnection::connect_with(&options)
+                .await
+                .map_err(|e| fail("cannot open", e))?;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(DDL[0]))
+                .execute(&mut conn)
+                .await
+                .map_err(|e| fail("cannot create the ledger tables", e))?;
+            Ok::<_, StoreError>(conn)
+        })?;
+        Ok(SqliteStore {
+            rt,
+            conn,
+            shown,
+            clock: Box::new(Timestamp::now),
+        })
+    }
+
     /// Replaces the host's clock (a model test drives leases through time with it).
     pub fn with_clock(mut self, clock: Clock) -> SqliteStore {
         self.clock = clock;
@@ -180,6 +211,16 @@ async fn insert_outputs(
         .await?;
     }
     Ok(())
+}
+
+async fn end_written(c: &mut SqliteConnection, run_id: &str) -> Result<bool, sqlx::Error> {
+    let done: Option<i64> = sqlx::query_scalar(
+        "SELECT 1 FROM batchguard_events WHERE run_id = ?1 AND event = 'end' LIMIT 1",
+    )
+    .bind(run_id)
+    .fetch_optional(&mut *c)
+    .await?;
+    Ok(done.is_some())
 }
 
 /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on any error.
@@ -299,7 +340,9 @@ impl Store for SqliteStore {
                     "all {attempts_so_far} attempts were used; the last one never reported an end"
                 ));
                 dl.snapshot_digest = None;
-                insert_event(c, &dl).await?;
+                if req.ledger {
+                    insert_event(c, &dl).await?;
+                }
                 let attempts = u32::try_from(attempts_so_far).unwrap_or(u32::MAX);
                 return Ok((AcquireResult::Refused(Refusal::Exhausted { attempts }), true));
             }
@@ -319,7 +362,9 @@ impl Store for SqliteStore {
             start.at = now;
             start.attempt = Some(attempt);
             start.fence = Some(fence);
-            insert_event(c, &start).await?;
+            if req.ledger {
+                insert_event(c, &start).await?;
+            }
             Ok((
                 AcquireResult::Acquired(Acquired {
                     fence,
@@ -336,19 +381,15 @@ impl Store for SqliteStore {
         let slot = rfc3339(fin.scheduled_at);
         let clock = &self.clock;
         let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
-            let done: Option<i64> = sqlx::query_scalar(
-                "SELECT 1 FROM batchguard_events WHERE run_id = ?1 AND event = 'end' LIMIT 1",
-            )
-            .bind(&fin.run_id)
-            .fetch_optional(&mut *c)
-            .await?;
-            if done.is_some() {
-                return Ok(((), false));
-            }
-            insert_event(c, &fin.end).await?;
-            insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs).await?;
-            if let Some(dl) = &fin.dead_letter {
-                insert_event(c, dl).await?;
+            if fin.ledger {
+                if end_written(c, &fin.run_id).await? {
+                    return Ok(((), false));
+                }
+                insert_event(c, &fin.end).await?;
+                insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs).await?;
+                if let Some(dl) = &fin.dead_letter {
+                    insert_event(c, dl).await?;
+                }
             }
             let state = if fin.dead_letter.is_some() {
                 SlotState::DeadLettered
@@ -426,6 +467,24 @@ impl Store for SqliteStore {
             .collect())
     }
 
+    fn live(&mut self, run_id: &str) -> Result<bool, StoreError> {
+        let now_us = micros((self.clock)());
+        let row: Result<Option<i64>, _> = self.rt.block_on(
+            sqlx::query_scalar(
+                "SELECT 1 FROM batchguard_leases WHERE run_id = ?1 AND state = 'held' AND lease_until > ?2",
+            )
+            .bind(run_id)
+            .bind(now_us)
+            .fetch_optional(&mut self.conn),
+        );
+        row.map(|r| r.is_some())
+            .map_err(|e| self.fail("cannot read the leases", e))
+    }
+
+    fn as_ledger(&mut self) -> &mut dyn Ledger {
+        self
+    }
+
     fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
         let now_us = micros((self.clock)());
         let rows = self.rt.block_on(
@@ -475,5 +534,22 @@ impl Store for SqliteStore {
                 run_id: r.get(4),
             })
             .collect())
+    }
+}
+
+impl Ledger for SqliteStore {
+    fn write(&mut self, batch: &Batch) -> Result<(), StoreError> {
+        let slot = rfc3339(batch.scheduled_at);
+        let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
+            if batch.has_end() && end_written(c, &batch.run_id).await? {
+                return Ok(((), false));
+            }
+            for ev in &batch.events {
+                insert_event(c, ev).await?;
+            }
+            insert_outputs(c, &batch.job, &slot, &batch.run_id, &batch.outputs).await?;
+            Ok(((), true))
+        }));
+        result.map_err(|e| self.fail("cannot write to the ledger", e))
     }
 }

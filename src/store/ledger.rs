@@ -1,0 +1,79 @@
+//! Where `run` writes what happened (SPEC 7.1, 7.2): the store's own ledger tables, or,
+//! with `--ledger SOURCE`, a ledger apart from the store: a JSONL file or another SQL
+//! database. The lease decisions stay in the store either way.
+
+use super::{EventRow, OutputRow, StoreError};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// The ledger writes of one run, written together: events (and outputs, when the run
+/// applied any).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    pub job: String,
+    pub scheduled_at: Timestamp,
+    pub run_id: String,
+    pub events: Vec<EventRow>,
+    pub outputs: Vec<OutputRow>,
+}
+
+impl Batch {
+    pub fn events(events: Vec<EventRow>) -> Option<Batch> {
+        let first = events.first()?;
+        Some(Batch {
+            job: first.job.clone(),
+            scheduled_at: first.scheduled_at,
+            run_id: first.run_id.clone(),
+            events,
+            outputs: vec![],
+        })
+    }
+
+    /// Whether the batch closes its run: a SQL ledger writes such a batch once per run id.
+    pub fn has_end(&self) -> bool {
+        self.events.iter().any(|e| e.event == "end")
+    }
+}
+
+pub trait Ledger {
+    /// Appends the batch: one transaction in a database, one locked append in a file.
+    /// A batch with an `end` is written once per run id in a database (a spooled batch
+    /// written again is skipped).
+    fn write(&mut self, batch: &Batch) -> Result<(), StoreError>;
+}
+
+/// The kinds of `--ledger` that `run` can write.
+pub fn is_writable_source(src: &str) -> bool {
+    src.starts_with("sqlite:")
+        || src.starts_with("postgres://")
+        || src.starts_with("postgresql://")
+        || super::jsonl::is_jsonl_path(src)
+}
+
+/// Opens a ledger apart from the store. A SQLite file gets the ledger tables only (not the
+/// store's); a PostgreSQL database needs them from `batchguard store migrate`.
+pub fn open(src: &str) -> Result<Box<dyn Ledger>, StoreError> {
+    if let Some(path) = src.strip_prefix("sqlite:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if path.is_empty() {
+            return Err(StoreError(
+                "`sqlite:` needs a file path (sqlite:PATH)".into(),
+            ));
+        }
+        return Ok(Box::new(super::sqlite::SqliteStore::open_ledger(
+            std::path::Path::new(path),
+        )?));
+    }
+    if src.starts_with("postgres://") || src.starts_with("postgresql://") {
+        return Ok(Box::new(super::postgres::PgStore::open(src)?));
+    }
+    if super::jsonl::is_jsonl_path(src) {
+        return Ok(Box::new(super::jsonl::JsonlLedger::new(
+            std::path::Path::new(src),
+        )));
+    }
+    Err(StoreError(format!(
+        "`{}` is not a ledger `run` can write: sqlite:PATH, postgres://… or a path.jsonl / path.ndjson file",
+        crate::db::mask(src)
+    )))
+}
