@@ -188,7 +188,7 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
             message: format!(
                 "cannot read config {}: {}",
                 path.display(),
-                crate::source::io_reason(&e)
+                crate::text::io_reason(&e)
             ),
             src: None,
             span: None,

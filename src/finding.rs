@@ -1,6 +1,6 @@
 //! The one finding type that lint rules (and later audit checks) produce and reports print.
 
-use crate::manifest::yaml::Span;
+use crate::text::Span;
 use serde::Serialize;
 use std::fmt;
 

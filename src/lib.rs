@@ -16,6 +16,6 @@ pub mod report;
 pub mod schedule;
 pub mod schema;
 pub mod slots;
-pub mod source;
 pub mod sources;
 pub mod store;
+pub mod text;

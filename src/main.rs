@@ -277,7 +277,7 @@ fn explain(rule: &str) -> ExitCode {
         }
         None => {
             let names: Vec<&str> = registry::all().flat_map(|m| [m.code, m.name]).collect();
-            let hint = batchguard::manifest::load::closest(rule, &names)
+            let hint = batchguard::text::closest(rule, &names)
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
             eprintln!(

@@ -16,9 +16,10 @@
 use crate::cli::SlotsArgs;
 use crate::lint::rules::bg103_dst_ambiguous_time::{describe, same_clause};
 use crate::lint::{dialect_of, job_scheduler};
-use crate::manifest::load::{self, closest};
+use crate::manifest::load;
 use crate::manifest::model::Field;
 use crate::schedule::{Dialect, DstAction, DstEffect, Schedule, format_slot};
+use crate::text::closest;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use std::io::{self, Write};
@@ -145,7 +146,7 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
     };
     let bytes = std::fs::read(path).map_err(|e| SlotsError::Unreadable {
         path: shown.clone(),
-        why: crate::source::io_reason(&e),
+        why: crate::text::io_reason(&e),
     })?;
     let (_, loaded) = load::load(&bytes);
     if loaded.root.is_none() {

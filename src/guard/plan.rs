@@ -89,7 +89,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             .iter()
             .filter_map(|j| j.name.value().map(String::as_str))
             .collect();
-        let hint = crate::manifest::load::closest(&opts.job, &names)
+        let hint = crate::text::closest(&opts.job, &names)
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_default();
         return Err(format!("{shown}: no job named `{}`{hint}", opts.job));

@@ -11,11 +11,12 @@
 
 use crate::finding::{Finding, Location, Related};
 use crate::lint::rule::RuleMeta;
-use crate::manifest::yaml::Span;
 use crate::schedule::{Dialect, Schedule};
-use crate::source::SourceFile;
 use crate::sources::command::{self, Identity};
-use crate::sources::{At, Registration, SourceKind};
+use crate::sources::{Registration, SourceKind};
+use crate::text::SourceFile;
+use crate::text::Span;
+use crate::text::Spanned;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -30,8 +31,8 @@ pub struct ManifestJob {
     /// The job's `name:` value (or the job item when unnamed).
     pub span: Span,
     pub job_line: usize,
-    pub schedule: Option<At<String>>,
-    pub timezone: Option<At<String>>,
+    pub schedule: Option<Spanned<String>>,
+    pub timezone: Option<Spanned<String>>,
     pub dialect: Dialect,
     /// The command's argv as written (a shell string split into words); compared by its
     /// identity (SPEC 3.6).
@@ -43,7 +44,7 @@ pub struct ManifestJob {
     /// A lock is declared and not disabled.
     pub locked: bool,
     pub lock_span: Option<Span>,
-    pub depends_on: Vec<At<String>>,
+    pub depends_on: Vec<Spanned<String>>,
     pub expected_secs: Option<u64>,
     pub enabled: bool,
 }
@@ -595,7 +596,7 @@ impl<'a> Analysis<'a> {
                             return match keys.get(want).and_then(|v| v.first()) {
                                 Some(&j) => Dep::Resolved(j),
                                 None => Dep::Unknown {
-                                    suggestion: crate::manifest::load::closest(want, &names)
+                                    suggestion: crate::text::closest(want, &names)
                                         .map(str::to_owned),
                                 },
                             };
@@ -626,7 +627,7 @@ impl<'a> Analysis<'a> {
                                     .map(|j| j.name.as_str())
                                     .collect();
                                 Dep::Unknown {
-                                    suggestion: crate::manifest::load::closest(want, &local)
+                                    suggestion: crate::text::closest(want, &local)
                                         .map(str::to_owned),
                                 }
                             }
@@ -818,23 +819,24 @@ fn schedule_rules(
     opts: &super::LintOptions,
     out: &mut Vec<Finding>,
 ) {
-    use crate::manifest::model::{Deployment, Field, Job, Manifest, Scheduler, Sp};
+    use crate::manifest::model::{Deployment, Field, Job, Manifest, Scheduler};
+    use crate::text::Spanned;
     let Some(sched) = &reg.schedule else {
         return;
     };
     let Some(scheduler) = Scheduler::from_word(reg.dialect.as_str()) else {
         return;
     };
-    let sp = |a: &At<String>| {
-        Field::Ok(Sp {
+    let sp = |a: &Spanned<String>| {
+        Field::Ok(Spanned {
             value: a.value.clone(),
             span: a.span,
         })
     };
     let manifest = Manifest {
-        deployment: Field::Ok(Sp {
+        deployment: Field::Ok(Spanned {
             value: Deployment {
-                scheduler: Field::Ok(Sp {
+                scheduler: Field::Ok(Spanned {
                     value: scheduler,
                     span: reg.span,
                 }),
@@ -845,13 +847,13 @@ fn schedule_rules(
         ..Manifest::default()
     };
     let job = Job {
-        name: Field::Ok(Sp {
+        name: Field::Ok(Spanned {
             value: reg.label.replace('`', ""),
             span: reg.span,
         }),
         schedule: sp(sched),
         timezone: reg.timezone.as_ref().map_or(Field::Absent, sp),
-        enabled: Field::Ok(Sp {
+        enabled: Field::Ok(Spanned {
             value: !reg.suspended(),
             span: reg.span,
         }),
@@ -905,7 +907,7 @@ pub fn manifest_facts(
 ) -> Vec<ManifestJob> {
     use crate::manifest::model::Command;
     let sat = |f: &crate::manifest::model::Field<String>| {
-        f.get().map(|s| At {
+        f.get().map(|s| Spanned {
             value: s.value.clone(),
             span: s.span,
         })
@@ -933,7 +935,7 @@ pub fn manifest_facts(
             let depends_on = match job.depends_on.value() {
                 Some(list) => list
                     .iter()
-                    .map(|d| At {
+                    .map(|d| Spanned {
                         value: d.value.clone(),
                         span: d.span,
                     })

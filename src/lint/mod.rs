@@ -12,9 +12,9 @@ use crate::config::Settings;
 use crate::finding::{Finding, Location, Related, Severity};
 use crate::manifest::load::{self, Loaded};
 use crate::manifest::model::{Field, Job, Manifest, Scheduler};
-use crate::manifest::yaml::Span;
 use crate::schedule::{CronError, Dialect, Schedule};
-use crate::source::SourceFile;
+use crate::text::SourceFile;
+use crate::text::Span;
 use jiff::SignedDuration;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
@@ -505,7 +505,7 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         .candidates
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
-            Err(e) => Err((c.path.clone(), crate::source::io_reason(&e))),
+            Err(e) => Err((c.path.clone(), crate::text::io_reason(&e))),
             Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs)),
         })
         .collect();

@@ -10,8 +10,9 @@ use super::registry;
 use crate::finding::{Finding, Location};
 use crate::manifest::load::{Loaded, map_get};
 use crate::manifest::model::INIT_PLACEHOLDER;
-use crate::manifest::yaml::{Node, Span, Value};
-use crate::source::SourceFile;
+use crate::manifest::yaml::{Node, Value};
+use crate::text::SourceFile;
+use crate::text::Span;
 
 /// What each "missing value" rule is about: the path of the field, in a job, whose
 /// absence it reports. Several paths for one code are told apart by the message, which

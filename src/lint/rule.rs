@@ -2,7 +2,7 @@
 
 use super::{FileCx, JobCx};
 use crate::finding::{Finding, Location, Related, Severity};
-use crate::manifest::yaml::Span;
+use crate::text::Span;
 
 /// Everything `batchguard rules`, `explain`, SARIF and the README say about a rule.
 #[derive(Debug)]

@@ -8,16 +8,10 @@
 
 use super::duration::Duration;
 use super::load::{FromNode, LoadCx};
-use super::yaml::{Node, Span, Value};
+use super::yaml::{Node, Value};
+use crate::text::{Span, Spanned};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use std::borrow::Cow;
-
-/// A value with the span of the YAML node it was read from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Sp<T> {
-    pub value: T,
-    pub span: Span,
-}
 
 /// A manifest field: absent, present but invalid (already reported as BG004), or valid.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -25,11 +19,11 @@ pub enum Field<T> {
     #[default]
     Absent,
     Invalid,
-    Ok(Sp<T>),
+    Ok(Spanned<T>),
 }
 
 impl<T> Field<T> {
-    pub fn get(&self) -> Option<&Sp<T>> {
+    pub fn get(&self) -> Option<&Spanned<T>> {
         match self {
             Field::Ok(v) => Some(v),
             _ => None,
@@ -57,7 +51,7 @@ impl<T: FromNode> Field<T> {
             return Field::Absent;
         }
         match T::from_node(node, cx) {
-            Some(value) => Field::Ok(Sp {
+            Some(value) => Field::Ok(Spanned {
                 value,
                 span: node.span,
             }),
@@ -67,16 +61,16 @@ impl<T: FromNode> Field<T> {
 }
 
 /// A list entry with its own position (`retryable: [A, B]` points at `B` itself).
-impl<T: FromNode> FromNode for Sp<T> {
+impl<T: FromNode> FromNode for Spanned<T> {
     fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
-        T::from_node(node, cx).map(|value| Sp {
+        T::from_node(node, cx).map(|value| Spanned {
             value,
             span: node.span,
         })
     }
 }
 
-impl<T: JsonSchema> JsonSchema for Sp<T> {
+impl<T: JsonSchema> JsonSchema for Spanned<T> {
     fn schema_name() -> Cow<'static, str> {
         T::schema_name()
     }
@@ -254,7 +248,7 @@ impl JsonSchema for MaxAttempts {
 /// A command: an argv list, or (reported by BG802) one shell string.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    Argv(Vec<Sp<String>>),
+    Argv(Vec<Spanned<String>>),
     Shell(String),
 }
 
@@ -280,7 +274,7 @@ impl FromNode for Command {
                 for item in items {
                     let s = cx.expect_str(item, "a string (one argument)")?;
                     cx.check_template(item, s);
-                    argv.push(Sp {
+                    argv.push(Spanned {
                         value: s.to_owned(),
                         span: item.span,
                     });
@@ -404,9 +398,9 @@ section! {
         /// Cap on an exponential delay.
         max_delay: Duration,
         /// Error codes worth retrying.
-        retryable: Vec<Sp<String>>,
+        retryable: Vec<Spanned<String>>,
         /// Error codes that go to the dead letter at once.
-        fatal: Vec<Sp<String>>,
+        fatal: Vec<Spanned<String>>,
         /// dead_letter | retry: what an unclassified error gets.
         on_unknown: OnUnknown,
     }
@@ -500,7 +494,7 @@ section! {
         outputs: Outputs,
         runbook: Runbook,
         /// Jobs that must finish first: `name` or `service/name`.
-        depends_on: Vec<Sp<String>>,
+        depends_on: Vec<Spanned<String>>,
         replay: Replay,
         /// false keeps the job declared but unscheduled.
         enabled: bool,
@@ -534,7 +528,7 @@ pub struct EffectiveDeployment {
     /// manifest's `scheduler`, else its platform's default, else `crontab`.
     pub scheduler: Scheduler,
     /// The `instances` that applies, with the span of the value that set it.
-    pub instances: Option<Sp<u64>>,
+    pub instances: Option<Spanned<u64>>,
 }
 
 impl Manifest {

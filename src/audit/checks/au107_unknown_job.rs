@@ -25,7 +25,7 @@ pub(super) fn check(job: &JobView, out: &mut Vec<AuditFinding>) {
             &AU107,
             format!(
                 "the ledger has {} of job `{}`, which no manifest declares: an orphan registration",
-                crate::report::plural(rows as usize, "row"),
+                crate::text::plural(rows as usize, "row"),
                 job.display
             ),
             vec![],

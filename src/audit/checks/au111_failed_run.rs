@@ -26,7 +26,7 @@ pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
                 "slot {} of `{}` was started ({}) but never succeeded",
                 v.slot_text(),
                 v.job.display,
-                crate::report::plural(v.started.len(), "execution")
+                crate::text::plural(v.started.len(), "execution")
             ),
             v.run_ids(v.started),
         ));

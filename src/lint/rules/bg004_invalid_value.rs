@@ -2,7 +2,8 @@ use crate::declare_rule;
 use crate::lint::JobCx;
 use crate::lint::rule::{Emitter, Rule, RuleMeta};
 use crate::manifest::duration::Duration;
-use crate::manifest::model::{Field, Sp};
+use crate::manifest::model::Field;
+use crate::text::Spanned;
 
 declare_rule! {
     /// ## What it does
@@ -41,7 +42,7 @@ declare_rule! {
 }
 
 fn positive(out: &mut Emitter, job: &str, field: &str, value: &Field<Duration>) {
-    if let Some(Sp { value, span }) = value.get()
+    if let Some(Spanned { value, span }) = value.get()
         && value.secs() == 0
     {
         out.emit_with_help(

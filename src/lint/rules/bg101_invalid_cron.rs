@@ -1,9 +1,10 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
 use crate::lint::rule::{Emitter, Rule, RuleMeta};
-use crate::manifest::model::Sp;
-use crate::manifest::yaml::{Node, Span, Value, scalar_offset};
+use crate::manifest::yaml::{Node, Value, scalar_offset};
 use crate::schedule::{CronError, CronErrorKind};
+use crate::text::Span;
+use crate::text::Spanned;
 
 declare_rule! {
     /// ## What it does
@@ -98,13 +99,13 @@ pub(crate) fn fields_of(d: crate::schedule::Dialect) -> &'static str {
 
 /// The file span of the part of `expr` that `err` blames; the whole value when the
 /// scalar's text does not line up with its value (escapes, block scalars).
-pub(crate) fn error_span(text: &str, expr: &Sp<String>, err: &CronError) -> Span {
+pub(crate) fn error_span(text: &str, expr: &Spanned<String>, err: &CronError) -> Span {
     expr_span(text, expr, err.span.clone())
 }
 
 /// The file span of bytes `range` of the expression `expr`; the whole value when the
 /// scalar's text does not line up with its value (escapes, block scalars).
-pub(crate) fn expr_span(text: &str, expr: &Sp<String>, range: std::ops::Range<usize>) -> Span {
+pub(crate) fn expr_span(text: &str, expr: &Spanned<String>, range: std::ops::Range<usize>) -> Span {
     let node = Node {
         value: Value::Null,
         span: expr.span,

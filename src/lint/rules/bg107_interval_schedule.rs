@@ -92,15 +92,7 @@ fn on_the_clock(every: SignedDuration) -> Option<String> {
 }
 
 fn human(every: SignedDuration) -> String {
-    let s = every.as_secs();
-    let (h, m, sec) = (s / 3600, (s / 60) % 60, s % 60);
-    let mut out = String::new();
-    for (n, unit) in [(h, "h"), (m, "m"), (sec, "s")] {
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    if out.is_empty() { "1s".into() } else { out }
+    crate::text::duration::secs(every.as_secs().max(1).unsigned_abs())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
 use crate::lint::rule::{Emitter, Rule, RuleMeta};
-use crate::manifest::model::Sp;
+use crate::text::Spanned;
 
 declare_rule! {
     /// ## What it does
@@ -43,10 +43,10 @@ declare_rule! {
 /// Codes of `retryable` that are also in `fatal`, each once, in `retryable` order.
 /// Each code listed in both lists, once, with its first place in each (in `retryable` order).
 pub fn conflicts<'a>(
-    retryable: &'a [Sp<String>],
-    fatal: &'a [Sp<String>],
-) -> Vec<(&'a Sp<String>, &'a Sp<String>)> {
-    let mut out: Vec<(&Sp<String>, &Sp<String>)> = Vec::new();
+    retryable: &'a [Spanned<String>],
+    fatal: &'a [Spanned<String>],
+) -> Vec<(&'a Spanned<String>, &'a Spanned<String>)> {
+    let mut out: Vec<(&Spanned<String>, &Spanned<String>)> = Vec::new();
     for code in retryable {
         if out.iter().any(|(r, _)| r.value == code.value) {
             continue;
@@ -91,13 +91,13 @@ impl Rule for ConflictingErrorClass {
 mod tests {
     use super::conflicts;
     use crate::lint::rules::testing::findings;
-    use crate::manifest::model::Sp;
-    use crate::manifest::yaml::Span;
+    use crate::text::Span;
+    use crate::text::Spanned;
 
-    fn s(v: &[&str]) -> Vec<Sp<String>> {
+    fn s(v: &[&str]) -> Vec<Spanned<String>> {
         v.iter()
             .enumerate()
-            .map(|(i, x)| Sp {
+            .map(|(i, x)| Spanned {
                 value: (*x).to_owned(),
                 span: Span::new(i, 1),
             })

@@ -2,7 +2,7 @@ use crate::declare_rule;
 use crate::lint::JobCx;
 use crate::lint::rule::{Emitter, Rule, RuleMeta};
 use crate::manifest::model::{Field, Runbook};
-use crate::manifest::yaml::Span;
+use crate::text::Span;
 
 declare_rule! {
     /// ## What it does

@@ -2,8 +2,9 @@ use crate::declare_rule;
 use crate::lint::FileCx;
 use crate::lint::cross::RegCx;
 use crate::lint::rule::{Emitter, Rule, RuleMeta};
-use crate::manifest::yaml::{Node, Span, Value};
+use crate::manifest::yaml::{Node, Value};
 use crate::sources::SourceKind;
+use crate::text::Span;
 use regex::Regex;
 use std::sync::LazyLock;
 
