@@ -19,3 +19,8 @@ pub mod slots;
 pub mod sources;
 pub mod store;
 pub mod text;
+
+/// Every lint rule, then every audit check: chained here, above both analyses, so that
+/// neither imports the other.
+pub static REGISTRY: finding::Registry =
+    finding::Registry::new(&[lint::rules::register, audit::checks::register]);

@@ -6,7 +6,7 @@ use batchguard::cli::{
 };
 use batchguard::config::{self, Settings};
 use batchguard::finding::Severity;
-use batchguard::lint::{self, LintOptions, registry};
+use batchguard::lint::{self, LintOptions};
 use batchguard::report;
 use clap::{CommandFactory, Parser};
 use std::io::{IsTerminal, Write};
@@ -156,7 +156,7 @@ fn settings_for(
 ) -> Result<Settings, ExitCode> {
     let found = config.or_else(|| paths.first().and_then(|p| config::discover(p)));
     match found {
-        Some(p) => config::load(&p, |k| registry::find(k).is_some()).map_err(|e| {
+        Some(p) => config::load(&p, |k| batchguard::REGISTRY.find(k).is_some()).map_err(|e| {
             eprintln!("{:?}", miette::Report::new(*e));
             ExitCode::from(CANNOT_RUN)
         }),
@@ -253,7 +253,7 @@ fn audit_cmd(args: AuditArgs) -> ExitCode {
 
 fn rules_table() -> String {
     let mut s = String::new();
-    for m in registry::all() {
+    for m in batchguard::REGISTRY.all() {
         s.push_str(&format!(
             "{:<6} {:<30} {:<8} {}\n",
             m.code, m.name, m.severity, m.summary
@@ -263,7 +263,7 @@ fn rules_table() -> String {
 }
 
 fn explain(rule: &str) -> ExitCode {
-    match registry::find(rule) {
+    match batchguard::REGISTRY.find(rule) {
         Some(m) => {
             print(&format!(
                 "# {} {}\n\nDefault severity: {}. Fires when {}.\n\n{}",
@@ -276,7 +276,10 @@ fn explain(rule: &str) -> ExitCode {
             ExitCode::SUCCESS
         }
         None => {
-            let names: Vec<&str> = registry::all().flat_map(|m| [m.code, m.name]).collect();
+            let names: Vec<&str> = batchguard::REGISTRY
+                .all()
+                .flat_map(|m| [m.code, m.name])
+                .collect();
             let hint = batchguard::text::closest(rule, &names)
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();

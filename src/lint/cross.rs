@@ -9,8 +9,8 @@
 //! command identities only within a bucket and slots only between matching commands (once
 //! per distinct schedule), so 10,000 jobs with distinct commands cost no slot enumeration.
 
-use crate::finding::{Finding, Location, Related};
-use crate::lint::rule::RuleMeta;
+use crate::finding::RuleMeta;
+use crate::finding::{Finding, Location};
 use crate::schedule::{Dialect, Schedule};
 use crate::sources::command::{self, Identity};
 use crate::sources::{Registration, SourceKind};
@@ -726,7 +726,7 @@ pub fn lint_source(
             root,
             text: &file.text,
         };
-        for rule in super::registry::job_rules() {
+        for rule in crate::lint::rules::all() {
             let mut em = super::rule::Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -739,25 +739,20 @@ pub fn lint_source(
         }
     }
     for p in &read.problems {
-        let Some(meta) = super::registry::find(p.code) else {
+        let Some(meta) = crate::REGISTRY.find(p.code) else {
             continue;
         };
-        findings.push(Finding {
-            code: meta.code,
-            name: meta.name,
-            severity: meta.severity,
-            message: p.message.clone(),
-            help: p.help.clone(),
-            at: Location {
-                file: 0,
-                span: p.span,
-            },
-            service: None,
-            job: None,
-            related: Vec::new(),
-            job_line: None,
-            suppressed: None,
-        });
+        findings.push(
+            Finding::new(
+                meta,
+                Location {
+                    file: 0,
+                    span: p.span,
+                },
+                p.message.clone(),
+            )
+            .help(p.help.clone()),
+        );
     }
     for reg in &read.registrations {
         let cx = RegCx {
@@ -770,7 +765,7 @@ pub fn lint_source(
             .and_then(|t| t.service.clone())
             .unwrap_or_default();
         let line = file.line_col(reg.span.start).0;
-        for rule in super::registry::job_rules() {
+        for rule in crate::lint::rules::all() {
             let mut em = super::rule::Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -877,7 +872,7 @@ fn schedule_rules(
     };
     let line = file.line_col(reg.span.start).0;
     let before = out.len();
-    for rule in super::registry::job_rules()
+    for rule in crate::lint::rules::all()
         .iter()
         .filter(|r| REGISTRATION_SCHEDULE_RULES.contains(&r.meta().code))
     {
@@ -986,22 +981,12 @@ impl CrossEmitter<'_> {
         help: String,
         related: Vec<(Location, String)>,
     ) {
-        self.out.push(Finding {
-            code: self.meta.code,
-            name: self.meta.name,
-            severity: self.meta.severity,
-            message,
-            help,
-            at,
-            service,
-            job,
-            related: related
-                .into_iter()
-                .map(|(at, message)| Related { at, message })
-                .collect(),
-            job_line: None,
-            suppressed: None,
-        });
+        self.out.push(
+            Finding::new(self.meta, at, message)
+                .help(help)
+                .subject(service, job, None)
+                .related(related),
+        );
     }
 }
 
@@ -1014,14 +999,16 @@ pub const CROSS_CODES: &[&str] = &[
 
 /// True for a code or name of a cross-file rule.
 pub fn is_cross_code(code: &str) -> bool {
-    super::registry::find(code).is_some_and(|m| CROSS_CODES.contains(&m.code))
+    crate::REGISTRY
+        .find(code)
+        .is_some_and(|m| CROSS_CODES.contains(&m.code))
 }
 
 /// Runs every cross-file rule over the project and applies `batchguard: allow` comments on
 /// the line of each finding (or alone on the line above it).
 pub fn run(analysis: &Analysis) -> Vec<Finding> {
     let mut out = Vec::new();
-    for rule in super::registry::job_rules() {
+    for rule in crate::lint::rules::all() {
         let mut em = CrossEmitter {
             meta: rule.meta(),
             out: &mut out,

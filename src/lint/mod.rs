@@ -3,13 +3,13 @@
 
 pub mod cross;
 pub mod placeholder;
-pub mod registry;
 pub mod rule;
 pub mod rules;
 pub mod suppress;
 
 use crate::config::Settings;
-use crate::finding::{Finding, Location, Related, Severity};
+use crate::finding::RuleMeta;
+use crate::finding::{Finding, Location, Severity};
 use crate::manifest::load::{self, Loaded};
 use crate::manifest::model::{Field, Job, Manifest, Scheduler};
 use crate::schedule::{CronError, Dialect, Schedule};
@@ -18,7 +18,7 @@ use crate::text::Span;
 use jiff::SignedDuration;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
-use rule::{Emitter, RuleMeta};
+use rule::Emitter;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -659,42 +659,23 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
     let mut findings = Vec::new();
     let service = loaded.manifest.service_name(path);
     for d in &loaded.diags {
-        let Some(meta) = registry::find(d.code) else {
+        let Some(meta) = crate::REGISTRY.find(d.code) else {
             continue;
         };
-        findings.push(Finding {
-            code: meta.code,
-            name: meta.name,
-            severity: meta.severity,
-            message: d.message.clone(),
-            help: d.help.clone(),
-            at: Location {
-                file: 0,
-                span: d.span,
-            },
-            service: Some(service.clone()),
-            job: None,
-            related: d
-                .related
-                .iter()
-                .map(|(span, message)| Related {
-                    at: Location {
-                        file: 0,
-                        span: *span,
-                    },
-                    message: message.clone(),
-                })
-                .collect(),
-            job_line: None,
-            suppressed: None,
-        });
+        let at = |span| Location { file: 0, span };
+        findings.push(
+            Finding::new(meta, at(d.span), d.message.clone())
+                .help(d.help.clone())
+                .subject(Some(service.clone()), None, None)
+                .related(d.related.iter().map(|(span, m)| (at(*span), m.clone()))),
+        );
     }
     if let Some(root) = &loaded.root {
         let cx = FileCx {
             root,
             text: &file.text,
         };
-        for rule in registry::job_rules() {
+        for rule in crate::lint::rules::all() {
             let mut em = Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -794,7 +775,7 @@ fn run_job_rules(
             .get(i)
             .map(|r| (r.2.as_str(), Some(r.3)))
             .unwrap_or((cx.job_name(), None));
-        for rule in registry::job_rules() {
+        for rule in crate::lint::rules::all() {
             let mut em = Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -866,7 +847,7 @@ pub(crate) fn apply_suppressions(
             if *used || cross::is_cross_code(code) {
                 continue;
             }
-            let message = if registry::find(code).is_none() {
+            let message = if crate::REGISTRY.find(code).is_none() {
                 format!("`{code}` is not a rule code or name, so this suppresses nothing")
             } else {
                 format!("`allow {code}` suppresses nothing here")
@@ -885,25 +866,13 @@ pub(crate) fn apply_suppressions(
 }
 
 fn plain(meta: &'static RuleMeta, span: Span, message: String) -> Finding {
-    Finding {
-        code: meta.code,
-        name: meta.name,
-        severity: meta.severity,
-        message,
-        help: meta.help.to_owned(),
-        at: Location { file: 0, span },
-        service: None,
-        job: None,
-        related: Vec::new(),
-        job_line: None,
-        suppressed: None,
-    }
+    Finding::new(meta, Location { file: 0, span }, message)
 }
 
 /// The rule table the README carries (a test keeps the two in step).
 pub fn rules_markdown() -> String {
     let mut s = String::from("| code | name | default | fires when |\n|---|---|---|---|\n");
-    for m in registry::all() {
+    for m in crate::REGISTRY.all() {
         s.push_str(&format!(
             "| {} | {} | {} | {} |\n",
             m.code,

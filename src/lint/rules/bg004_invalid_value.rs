@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::duration::Duration;
 use crate::manifest::model::Field;
 use crate::text::Spanned;
@@ -64,10 +64,6 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Rule for InvalidValue {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let job = cx.job;
         let name = cx.job_name();

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::yaml::{Node, Value, scalar_offset};
 use crate::schedule::{CronError, CronErrorKind};
 use crate::text::Span;
@@ -47,10 +47,6 @@ declare_rule! {
 }
 
 impl Rule for InvalidCron {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
             return;

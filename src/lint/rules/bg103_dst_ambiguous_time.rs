@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::schedule::{Dialect, DstAction, DstEffect, DstKind, format_slot};
 use jiff::tz::TimeZone;
 
@@ -50,10 +50,6 @@ declare_rule! {
 }
 
 impl Rule for DstAmbiguousTime {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         if cx.job.enabled.value() == Some(&false) {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::zone;
 
 declare_rule! {
@@ -38,10 +38,6 @@ declare_rule! {
 }
 
 impl Rule for UnknownTimezone {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(zone) = cx.job.timezone.get() else {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::lint::rules::bg101_invalid_cron::expr_span;
 
 declare_rule! {
@@ -41,10 +41,6 @@ declare_rule! {
 }
 
 impl Rule for ScheduleTimezonePrefix {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let (Some(Ok(sched)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::{Field, Runbook};
 use crate::text::Span;
 
@@ -106,10 +106,6 @@ pub fn missing(runbook: &Field<Runbook>, job_span: Span) -> Vec<(&'static str, S
 }
 
 impl Rule for MissingRunbookField {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
         let no_runbook = cx.job.runbook.is_absent();

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -37,10 +37,6 @@ declare_rule! {
 }
 
 impl Rule for MissingLatencyAlert {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let span = match cx.job.alerts.value() {
             None if cx.job.alerts.is_absent() => cx.job.span,

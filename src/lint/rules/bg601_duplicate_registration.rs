@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::cross::{Analysis, CrossEmitter, Place, group_subject};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 /// Places named in the message; every place is still a related location.
 const MAX_LISTED: usize = 10;
@@ -64,10 +64,6 @@ declare_rule! {
 }
 
 impl Rule for DuplicateRegistration {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for g in cx.groups.iter().filter(|g| g.duplicate) {
             let Some((&first, rest)) = g.places.split_first() else {

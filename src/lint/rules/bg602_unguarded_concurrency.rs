@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::cross::{Analysis, CrossEmitter, Place, group_subject};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 use crate::sources::SourceKind;
 
 declare_rule! {
@@ -43,10 +43,6 @@ declare_rule! {
 }
 
 impl Rule for UnguardedConcurrency {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for g in cx.groups.iter().filter(|g| g.instances > 1) {
             let jobs: Vec<usize> = g

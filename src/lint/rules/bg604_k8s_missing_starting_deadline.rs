@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -44,10 +44,6 @@ declare_rule! {
 }
 
 impl Rule for K8sMissingStartingDeadline {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_registration(&self, cx: &RegCx, out: &mut Emitter) {
         if let Some(kube) = &cx.reg.kube
             && kube.starting_deadline_seconds.is_none()

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 /// Above this many retries of a pod, a failing slot keeps hammering its dependencies.
 const MAX_BACKOFF_LIMIT: i128 = 10;
@@ -41,10 +41,6 @@ declare_rule! {
 }
 
 impl Rule for K8sBackoffLimit {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_registration(&self, cx: &RegCx, out: &mut Emitter) {
         let Some(kube) = &cx.reg.kube else {
             return;

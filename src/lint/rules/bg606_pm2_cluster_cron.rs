@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::cross::{Analysis, CrossEmitter, Place};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 use crate::sources::SourceKind;
 use crate::sources::pm2::describe_instances;
 
@@ -44,10 +44,6 @@ declare_rule! {
 }
 
 impl Rule for Pm2ClusterCron {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for (r, reg) in cx.project.regs.iter().enumerate() {
             if reg.kind != SourceKind::Pm2 || !reg.cluster || reg.instances < 2 {

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::sources::SourceKind;
 
 declare_rule! {
@@ -35,10 +35,6 @@ declare_rule! {
 }
 
 impl Rule for CrontabUnguarded {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_registration(&self, cx: &RegCx, out: &mut Emitter) {
         let reg = cx.reg;
         if reg.kind != SourceKind::Crontab || reg.wrapped {

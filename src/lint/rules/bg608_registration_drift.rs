@@ -1,7 +1,7 @@
 use crate::declare_rule;
 use crate::finding::Location;
 use crate::lint::cross::{Analysis, CrossEmitter, year_slots};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -37,10 +37,6 @@ declare_rule! {
 }
 
 impl Rule for RegistrationDrift {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for (r, reg) in cx.project.regs.iter().enumerate() {
             let Some(j) = cx.ties.get(r).copied().flatten() else {

@@ -1,7 +1,7 @@
 use crate::declare_rule;
 use crate::finding::Location;
 use crate::lint::cross::{Analysis, CrossEmitter, Dep};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -34,10 +34,6 @@ declare_rule! {
 }
 
 impl Rule for UnknownDependency {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for (j, deps) in cx.deps.iter().enumerate() {
             let job = &cx.project.jobs[j];

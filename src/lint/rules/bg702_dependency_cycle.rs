@@ -1,7 +1,7 @@
 use crate::declare_rule;
 use crate::finding::Location;
 use crate::lint::cross::{Analysis, CrossEmitter, Dep};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -49,10 +49,6 @@ fn edge_at(cx: &Analysis, j: usize, t: usize) -> Location {
 }
 
 impl Rule for DependencyCycle {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for cycle in &cx.cycles {
             let Some(&first) = cycle.first() else {

@@ -1,7 +1,7 @@
 use crate::declare_rule;
 use crate::finding::Location;
 use crate::lint::cross::{Analysis, CrossEmitter, Dep};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 use crate::schedule::Schedule;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -72,10 +72,6 @@ fn show(t: i64) -> String {
 }
 
 impl Rule for DependencyOrder {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         let now = cx.now.as_second();
         let end = now + WINDOW_DAYS * 86_400;

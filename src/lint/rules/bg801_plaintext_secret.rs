@@ -1,7 +1,7 @@
 use crate::declare_rule;
 use crate::lint::FileCx;
 use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::yaml::{Node, Value};
 use crate::sources::SourceKind;
 use crate::text::Span;
@@ -531,10 +531,6 @@ impl PlaintextSecret {
 }
 
 impl Rule for PlaintextSecret {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_file(&self, cx: &FileCx, out: &mut Emitter) {
         Self::walk(cx, cx.root, None, out);
     }

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::{Command, Field};
 
 declare_rule! {
@@ -43,10 +43,6 @@ fn uses_shell_syntax(s: &str) -> bool {
 }
 
 impl Rule for ShellCommand {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
         let replay = cx.job.replay.value().map(|r| &r.command);

@@ -1,0 +1,60 @@
+//! The macros that declare a rule or a check: the doc comment is its documentation
+//! (`explain` prints it), the fields its identity.
+
+/// Declares a lint rule's struct and metadata (`META`); the doc comment is the rule's
+/// documentation.
+#[macro_export]
+macro_rules! declare_rule {
+    (
+        $(#[doc = $doc:literal])*
+        pub struct $name:ident {
+            code: $code:literal,
+            name: $kebab:literal,
+            severity: $sev:ident,
+            summary: $summary:literal,
+            help: $help:literal $(,)?
+        }
+    ) => {
+        pub struct $name;
+        impl $name {
+            pub const META: $crate::finding::RuleMeta = $crate::finding::RuleMeta {
+                code: $code,
+                name: $kebab,
+                severity: $crate::finding::Severity::$sev,
+                summary: $summary,
+                help: $help,
+                docs: concat!($($doc, "\n"),*),
+            };
+        }
+        impl $crate::finding::Declared for $name {
+            fn meta(&self) -> &'static $crate::finding::RuleMeta {
+                &Self::META
+            }
+        }
+    };
+}
+
+/// Declares an audit check's metadata as a `pub static` named by its code; the doc
+/// comment is the check's documentation.
+#[macro_export]
+macro_rules! declare_check {
+    (
+        $(#[doc = $doc:literal])*
+        $id:ident {
+            code: $code:literal,
+            name: $name:literal,
+            severity: $sev:ident,
+            summary: $summary:literal,
+            help: $help:literal $(,)?
+        }
+    ) => {
+        pub static $id: $crate::finding::RuleMeta = $crate::finding::RuleMeta {
+            code: $code,
+            name: $name,
+            severity: $crate::finding::Severity::$sev,
+            summary: $summary,
+            help: $help,
+            docs: concat!($($doc, "\n"),*),
+        };
+    };
+}
