@@ -5,7 +5,10 @@
 //! Rendered as Graphviz DOT or Mermaid; the same [`Analysis`] as `lint` draws it.
 
 use crate::lint::LintRun;
-use crate::lint::cross::{Analysis, Dep, Group, Place};
+use crate::project::Analysis;
+use crate::project::Dep;
+use crate::project::Group;
+use crate::project::Place;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 

@@ -12,6 +12,7 @@ pub mod ledger;
 pub mod lint;
 pub mod manifest;
 pub mod process;
+pub mod project;
 pub mod report;
 pub mod schedule;
 pub mod schema;

@@ -15,7 +15,6 @@
 
 use crate::cli::SlotsArgs;
 use crate::lint::rules::bg103_dst_ambiguous_time::{describe, same_clause};
-use crate::lint::{dialect_of, job_scheduler};
 use crate::manifest::load;
 use crate::manifest::model::Field;
 use crate::schedule::{Dialect, DstAction, DstEffect, Schedule, format_slot};
@@ -185,7 +184,7 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
         Field::Ok(z) => zone(&z.value, format!("{shown}: job `{job}`: "))?,
         Field::Invalid => return Err(fail(format!("job `{job}` has an invalid `timezone`"))),
     };
-    let schedule = parse(expr, dialect_of(job_scheduler(&loaded.manifest, found)))?;
+    let schedule = parse(expr, loaded.manifest.deployment_of(found).scheduler)?;
     let note = (found.enabled.value() == Some(&false)).then(|| {
         format!("note: job `{job}` is disabled (enabled: false); these are the slots it would run")
     });

@@ -6,7 +6,8 @@
 mod common;
 
 use assert_cmd::Command;
-use batchguard::lint::cross::{Analysis, Project};
+use batchguard::project::Analysis;
+use batchguard::project::Project;
 use batchguard::sources::{Registration, SourceKind, Tie};
 use batchguard::text::SourceFile;
 use batchguard::text::Span;
@@ -359,7 +360,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
         manifest: None,
         span: Span::new(0, 1),
     });
-    let job = batchguard::lint::cross::ManifestJob {
+    let job = batchguard::project::ManifestJob {
         file: 0,
         service: "billing".into(),
         name: "settle".into(),

@@ -80,7 +80,7 @@ pub fn jobs_from_manifest(loaded: &Loaded, service: &str) -> Vec<AuditJob> {
     let mut out = Vec::new();
     for job in &loaded.jobs {
         // Each job's own deployment over the manifest's (SPEC 2), as lint reads it.
-        let dialect = crate::lint::dialect_of(loaded.manifest.deployment_of(job).scheduler);
+        let dialect = loaded.manifest.deployment_of(job).scheduler;
         let Some(name) = job.name.value() else {
             continue;
         };

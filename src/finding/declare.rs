@@ -1,8 +1,12 @@
 //! The macros that declare a rule or a check: the doc comment is its documentation
 //! (`explain` prints it), the fields its identity.
 
-/// Declares a lint rule's struct and metadata (`META`); the doc comment is the rule's
-/// documentation.
+/// Declares a lint rule's struct, its metadata (`META`) and its [`Declared`] impl; the
+/// doc comment is the rule's documentation. `scope` is a [`Scope`] variant; `masks: true`
+/// marks a rule whose findings point at secrets.
+///
+/// [`Declared`]: crate::finding::Declared
+/// [`Scope`]: crate::finding::Scope
 #[macro_export]
 macro_rules! declare_rule {
     (
@@ -11,6 +15,8 @@ macro_rules! declare_rule {
             code: $code:literal,
             name: $kebab:literal,
             severity: $sev:ident,
+            scope: $scope:ident,
+            $(masks: $masks:literal,)?
             summary: $summary:literal,
             help: $help:literal $(,)?
         }
@@ -21,6 +27,8 @@ macro_rules! declare_rule {
                 code: $code,
                 name: $kebab,
                 severity: $crate::finding::Severity::$sev,
+                scope: $crate::finding::Scope::$scope,
+                masks: [$($masks,)? false][0],
                 summary: $summary,
                 help: $help,
                 docs: concat!($($doc, "\n"),*),
@@ -52,6 +60,8 @@ macro_rules! declare_check {
             code: $code,
             name: $name,
             severity: $crate::finding::Severity::$sev,
+            scope: $crate::finding::Scope::Ledger,
+            masks: false,
             summary: $summary,
             help: $help,
             docs: concat!($($doc, "\n"),*),

@@ -2,6 +2,25 @@
 
 use super::Severity;
 
+/// What a rule looks at. It decides where the rule runs (a schedule rule on manifest jobs
+/// and on registrations alike) and when its findings are known (a project rule's only
+/// after every file is read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One file as written: its YAML values, or what its reader reports.
+    File,
+    /// One manifest job, with its defaults merged in.
+    Job,
+    /// A schedule and its zone: a manifest job's, or a registration's.
+    Schedule,
+    /// One registration (Kubernetes CronJob, PM2 app, crontab line) in its file.
+    Registration,
+    /// Every manifest job and registration of the run together (SPEC 3.5).
+    Project,
+    /// The ledger's rows: an audit check.
+    Ledger,
+}
+
 /// A rule's or a check's identity and documentation, declared once with its logic
 /// (`declare_rule!`, `declare_check!`).
 #[derive(Debug)]
@@ -9,6 +28,11 @@ pub struct RuleMeta {
     pub code: &'static str,
     pub name: &'static str,
     pub severity: Severity,
+    /// What the rule looks at, and so when its findings exist.
+    pub scope: Scope,
+    /// Its findings point at values no report may print (BG801): their spans are masked in
+    /// every snippet.
+    pub masks: bool,
     /// One line: when the rule fires.
     pub summary: &'static str,
     /// How to fix it, when the finding's own help line has nothing more specific.

@@ -8,7 +8,7 @@ mod declare;
 mod meta;
 mod registry;
 
-pub use meta::{Declared, RuleMeta};
+pub use meta::{Declared, RuleMeta, Scope};
 pub use registry::Registry;
 
 use crate::text::Span;

@@ -110,7 +110,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             .map_err(|_| bad(&format!("has an unknown timezone `{}`", z.value)))?,
         Field::Invalid => return Err(bad("has an invalid `timezone`")),
     };
-    let dialect = crate::lint::dialect_of(crate::lint::job_scheduler(&loaded.manifest, job));
+    let dialect = loaded.manifest.deployment_of(job).scheduler;
     let schedule = Schedule::parse(expr, dialect).map_err(|e| {
         bad(&format!(
             "has a schedule that is not valid {dialect}: {}",

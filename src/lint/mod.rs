@@ -3,6 +3,7 @@
 
 pub mod cross;
 pub mod placeholder;
+pub mod registrations;
 pub mod rule;
 pub mod rules;
 pub mod suppress;
@@ -11,7 +12,7 @@ use crate::config::Settings;
 use crate::finding::RuleMeta;
 use crate::finding::{Finding, Location, Severity};
 use crate::manifest::load::{self, Loaded};
-use crate::manifest::model::{Field, Job, Manifest, Scheduler};
+use crate::manifest::model::{Field, Job, Manifest};
 use crate::schedule::{CronError, Dialect, Schedule};
 use crate::text::SourceFile;
 use crate::text::Span;
@@ -27,7 +28,9 @@ pub struct JobCx<'a> {
     pub job: &'a Job,
     pub manifest: &'a Manifest,
     pub service: &'a str,
-    pub scheduler: Scheduler,
+    /// The job's cron dialect: its effective deployment's scheduler (`jobs[].deployment`
+    /// over the manifest's `deployment`, SPEC 2), else the platform's default (SPEC 4).
+    pub scheduler: Dialect,
     pub settings: &'a Settings,
     pub now: jiff::Timestamp,
     pub text: &'a str,
@@ -51,7 +54,7 @@ impl JobCx<'_> {
 
     /// The dialect the job's schedule is read in (SPEC 4).
     pub fn dialect(&self) -> Dialect {
-        dialect_of(self.scheduler)
+        self.scheduler
     }
 
     /// The parsed schedule and its zone, when both are valid.
@@ -79,25 +82,6 @@ impl JobCx<'_> {
             let (s, tz) = self.schedule_in_zone()?;
             s.shortest_gap(tz, self.now, self.now_plus_months(12))
         })
-    }
-}
-
-/// A job's cron dialect: its effective deployment's scheduler (`jobs[].deployment`
-/// over the manifest's `deployment`, SPEC 2), else the platform's default (SPEC 4), else
-/// `crontab`.
-pub fn job_scheduler(manifest: &Manifest, job: &Job) -> Scheduler {
-    manifest.deployment_of(job).scheduler
-}
-
-/// The manifest's dialect word as the schedule engine names it.
-pub fn dialect_of(s: Scheduler) -> Dialect {
-    match s {
-        Scheduler::Crontab => Dialect::Crontab,
-        Scheduler::Kubernetes => Dialect::Kubernetes,
-        Scheduler::NodeCron => Dialect::NodeCron,
-        Scheduler::CronNpm => Dialect::CronNpm,
-        Scheduler::Pm2 => Dialect::Pm2,
-        Scheduler::Croner => Dialect::Croner,
     }
 }
 
@@ -167,7 +151,7 @@ pub struct LintRun {
     pub registrations: usize,
     pub unreadable: Vec<(PathBuf, String)>,
     /// Manifest jobs and registrations, for the cross-file rules and `batchguard graph`.
-    pub project: cross::Project,
+    pub project: crate::project::Project,
 }
 
 impl LintRun {
@@ -518,7 +502,7 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         jobs: 0,
         registrations: 0,
         unreadable,
-        project: cross::Project::default(),
+        project: crate::project::Project::default(),
     };
     let mut not_read = Vec::new();
     for (c, r) in found.candidates.iter().zip(results) {
@@ -572,7 +556,7 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         reason: "hidden (--hidden walks it)".into(),
     }));
     run.registrations = run.project.regs.len();
-    let analysis = cross::Analysis::new(&run.project, &run.files, opts.now);
+    let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
     let jobs = analysis.groups.len();
     let mut found = cross::run(&analysis);
     found.retain_mut(
@@ -597,7 +581,7 @@ pub struct FileLint {
     pub file: SourceFile,
     pub findings: Vec<Finding>,
     pub jobs: usize,
-    pub facts: Vec<cross::ManifestJob>,
+    pub facts: Vec<crate::project::ManifestJob>,
     pub regs: Vec<crate::sources::Registration>,
     /// What the file holds that registers nothing (see [`FileRead::notes`]).
     pub notes: Vec<String>,
@@ -615,7 +599,7 @@ fn lint_candidate(
     let source = |kind| {
         Ok((
             FileKind::Source(kind),
-            cross::lint_source(kind, &c.path, bytes, opts, &globs.read_options(&c.path)),
+            registrations::lint_source(kind, &c.path, bytes, opts, &globs.read_options(&c.path)),
         ))
     };
     if let Some(kind) = globs.kind(&c.path) {
@@ -696,7 +680,7 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
         }
     }
     let findings = apply_suppressions(&file, findings, &opts.settings);
-    let facts = cross::manifest_facts(&loaded, &service, &file);
+    let facts = crate::project::manifest_facts(&loaded, &service, &file);
     FileLint {
         file,
         findings,
@@ -751,7 +735,7 @@ fn run_job_rules(
     let manifest = &loaded.manifest;
     let ranges = job_ranges(loaded, file);
     for (i, job) in loaded.jobs.iter().enumerate() {
-        let scheduler = job_scheduler(manifest, job);
+        let scheduler = manifest.deployment_of(job).scheduler;
         let cx = JobCx {
             job,
             manifest,
@@ -760,10 +744,7 @@ fn run_job_rules(
             settings: &opts.settings,
             now: opts.now,
             text: &file.text,
-            schedule: job
-                .schedule
-                .value()
-                .map(|e| Schedule::parse(e, dialect_of(scheduler))),
+            schedule: job.schedule.value().map(|e| Schedule::parse(e, scheduler)),
             tz: match &job.timezone {
                 Field::Absent => Some(TimeZone::UTC),
                 Field::Ok(name) => TimeZone::get(&name.value).ok(),

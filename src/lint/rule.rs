@@ -12,9 +12,10 @@ pub trait Rule: Declared + Sync {
     /// Looks at the whole file as written (every YAML value).
     fn check_file(&self, _cx: &FileCx, _out: &mut Emitter) {}
     /// Looks at one registration (Kubernetes CronJob, PM2 app, crontab line) in its file.
-    fn check_registration(&self, _cx: &super::cross::RegCx, _out: &mut Emitter) {}
+    fn check_registration(&self, _cx: &super::registrations::RegCx, _out: &mut Emitter) {}
     /// Looks at every manifest job and registration of the run together (SPEC 3.5).
-    fn check_project(&self, _cx: &super::cross::Analysis, _out: &mut super::cross::CrossEmitter) {}
+    fn check_project(&self, _cx: &crate::project::Analysis, _out: &mut super::cross::CrossEmitter) {
+    }
 }
 
 /// Collects one rule's findings for one job, filling in what every finding shares.

@@ -9,6 +9,7 @@
 use super::duration::Duration;
 use super::load::{FromNode, LoadCx};
 use super::yaml::{Node, Value};
+use crate::schedule::Dialect;
 use crate::text::{Span, Spanned};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use std::borrow::Cow;
@@ -176,9 +177,42 @@ word_enum! {
     /// Where the service's scheduler runs.
     Platform { Kubernetes = "kubernetes", Pm2 = "pm2", Crontab = "crontab", Systemd = "systemd", Other = "other" }
 }
-word_enum! {
-    /// The cron dialect (SPEC 4): the scheduler library whose semantics the schedule follows.
-    Scheduler { Crontab = "crontab", Kubernetes = "kubernetes", NodeCron = "node-cron", CronNpm = "cron-npm", Pm2 = "pm2", Croner = "croner" }
+
+/// `deployment.scheduler` is the cron dialect (SPEC 4) itself: the schedule engine's
+/// [`Dialect`], read from its word, so the manifest and the engine share one enum.
+impl FromNode for Dialect {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        const WORDS: [&str; 6] = [
+            Dialect::ALL[0].as_str(),
+            Dialect::ALL[1].as_str(),
+            Dialect::ALL[2].as_str(),
+            Dialect::ALL[3].as_str(),
+            Dialect::ALL[4].as_str(),
+            Dialect::ALL[5].as_str(),
+        ];
+        let s = cx.expect_str(
+            node,
+            "one of: crontab kubernetes node-cron cron-npm pm2 croner ",
+        )?;
+        match Dialect::from_word(s) {
+            Some(v) => Some(v),
+            None => {
+                cx.bad_word(node, s, &WORDS);
+                None
+            }
+        }
+    }
+}
+
+impl JsonSchema for Dialect {
+    // The manifest schema has always called it `Scheduler`.
+    fn schema_name() -> Cow<'static, str> {
+        "Scheduler".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let words: Vec<&str> = Dialect::ALL.iter().map(|d| d.as_str()).collect();
+        json_schema!({ "type": "string", "enum": words })
+    }
 }
 word_enum! {
     /// Where the lock lives.
@@ -203,11 +237,11 @@ word_enum! {
 
 impl Platform {
     /// SPEC 4: the dialect a platform's scheduler speaks unless `deployment.scheduler` says otherwise.
-    pub fn default_scheduler(self) -> Scheduler {
+    pub fn default_scheduler(self) -> Dialect {
         match self {
-            Platform::Kubernetes => Scheduler::Kubernetes,
-            Platform::Pm2 => Scheduler::NodeCron,
-            Platform::Crontab | Platform::Systemd | Platform::Other => Scheduler::Crontab,
+            Platform::Kubernetes => Dialect::Kubernetes,
+            Platform::Pm2 => Dialect::NodeCron,
+            Platform::Crontab | Platform::Systemd | Platform::Other => Dialect::Crontab,
         }
     }
 }
@@ -354,7 +388,7 @@ section! {
         /// kubernetes | pm2 | crontab | systemd | other
         platform: Platform,
         /// Cron dialect (SPEC 4); defaults from the platform.
-        scheduler: Scheduler,
+        scheduler: Dialect,
         /// Processes that run this service's scheduler.
         instances: u64,
     }
@@ -526,7 +560,7 @@ pub struct EffectiveDeployment {
     /// The job's `scheduler`; else, when the job names its own platform, that platform's
     /// default (the manifest's scheduler was chosen for the manifest's platform); else the
     /// manifest's `scheduler`, else its platform's default, else `crontab`.
-    pub scheduler: Scheduler,
+    pub scheduler: Dialect,
     /// The `instances` that applies, with the span of the value that set it.
     pub instances: Option<Spanned<u64>>,
 }
@@ -543,7 +577,7 @@ impl Manifest {
             .or_else(|| own_platform.map(Platform::default_scheduler))
             .or_else(|| top.and_then(|d| d.scheduler.value().copied()))
             .or_else(|| top_platform.map(Platform::default_scheduler))
-            .unwrap_or(Scheduler::Crontab);
+            .unwrap_or(Dialect::Crontab);
         EffectiveDeployment {
             platform: own_platform.or(top_platform),
             scheduler,

@@ -29,6 +29,7 @@ declare_rule! {
         code: "BG001",
         name: "yaml-syntax",
         severity: Error,
+        scope: File,
         summary: "the file is not valid YAML (binary and invalid UTF-8 included)",
         help: "fix the YAML syntax at the marked position",
     }

@@ -26,6 +26,7 @@ declare_rule! {
         code: "BG002",
         name: "unknown-field",
         severity: Error,
+        scope: File,
         summary: "a key is not part of the format (suggest the closest)",
         help: "use one of the fields of the manifest format (`batchguard schema manifest`)",
     }

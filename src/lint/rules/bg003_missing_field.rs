@@ -32,6 +32,7 @@ declare_rule! {
         code: "BG003",
         name: "missing-field",
         severity: Error,
+        scope: Job,
         summary: "a required field is absent",
         help: "add the field",
     }

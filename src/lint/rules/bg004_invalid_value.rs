@@ -36,6 +36,7 @@ declare_rule! {
         code: "BG004",
         name: "invalid-value",
         severity: Error,
+        scope: Job,
         summary: "wrong type, bad duration, bad enum value, unknown template placeholder",
         help: "fix the value as the manifest format describes",
     }

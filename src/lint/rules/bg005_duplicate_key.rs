@@ -28,6 +28,7 @@ declare_rule! {
         code: "BG005",
         name: "duplicate-key",
         severity: Error,
+        scope: File,
         summary: "a mapping repeats a key",
         help: "keep one of the two",
     }

@@ -26,6 +26,7 @@ declare_rule! {
         code: "BG006",
         name: "input-limit",
         severity: Error,
+        scope: File,
         summary: "the file exceeds a size (8 MiB), nesting depth (128) or alias-expansion limit",
         help: "remove the deep nesting or the aliases that expand exponentially",
     }

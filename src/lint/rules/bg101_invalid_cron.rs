@@ -41,6 +41,7 @@ declare_rule! {
         code: "BG101",
         name: "invalid-cron",
         severity: Error,
+        scope: Schedule,
         summary: "the expression does not parse in the job's dialect (span on the bad field)",
         help: "fix the marked field; `batchguard slots --schedule EXPR --dialect D` shows what an expression fires",
     }

@@ -33,6 +33,7 @@ declare_rule! {
         code: "BG102",
         name: "cron-never-fires",
         severity: Error,
+        scope: Schedule,
         summary: "the expression has no occurrence in the next 5 years (e.g. `0 0 30 2 *`)",
         help: "check the day-of-month and month combination; `batchguard slots` shows when a schedule fires",
     }

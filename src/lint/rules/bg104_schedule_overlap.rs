@@ -34,6 +34,7 @@ declare_rule! {
         code: "BG104",
         name: "schedule-overlap",
         severity: Error,
+        scope: Job,
         summary: "the shortest gap between two slots is below `expected_duration`",
         help: "space the slots further apart, or make the run shorter (chunk the input) and lower expected_duration",
     }

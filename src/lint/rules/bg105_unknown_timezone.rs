@@ -32,6 +32,7 @@ declare_rule! {
         code: "BG105",
         name: "unknown-timezone",
         severity: Error,
+        scope: Schedule,
         summary: "not an IANA zone name",
         help: "use an IANA zone name such as Europe/Berlin or America/New_York",
     }

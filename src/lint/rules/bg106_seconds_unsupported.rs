@@ -41,6 +41,7 @@ declare_rule! {
         code: "BG106",
         name: "seconds-unsupported",
         severity: Error,
+        scope: Schedule,
         summary: "a seconds field or a feature (L, W, #) the job's dialect does not accept (reported instead of BG101 when another dialect would accept it)",
         help: "rewrite the expression for the job's dialect, or set deployment.scheduler to the scheduler that really runs it",
     }

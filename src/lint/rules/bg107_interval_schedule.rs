@@ -38,6 +38,7 @@ declare_rule! {
         code: "BG107",
         name: "interval-schedule",
         severity: Warning,
+        scope: Schedule,
         summary: "`@every D` (accepted by Kubernetes): it counts from the controller's start, not the clock, so no slot can be expected or audited",
         help: "write a cron expression with the same rate, so every run has a slot",
     }

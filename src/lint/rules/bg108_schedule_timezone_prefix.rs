@@ -35,6 +35,7 @@ declare_rule! {
         code: "BG108",
         name: "schedule-timezone-prefix",
         severity: Warning,
+        scope: Schedule,
         summary: "a `CRON_TZ=`/`TZ=` prefix inside a Kubernetes schedule: not supported by Kubernetes (use `spec.timeZone`); evaluated in the zone it names",
         help: "move the zone to the CronJob's `spec.timeZone` (or the job's `timezone`) and keep only the cron fields in the schedule",
     }

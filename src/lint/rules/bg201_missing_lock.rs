@@ -37,6 +37,7 @@ declare_rule! {
         code: "BG201",
         name: "missing-lock",
         severity: Error,
+        scope: Job,
         summary: "the job has no lock: even one instance overlaps itself during a rolling deploy",
         help: "add `lock:` with `key: \"{job}:{scheduled_at}\"` and a `ttl` of 2-3x expected_duration",
     }

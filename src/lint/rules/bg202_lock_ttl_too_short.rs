@@ -34,6 +34,7 @@ declare_rule! {
         code: "BG202",
         name: "lock-ttl-too-short",
         severity: Error,
+        scope: Job,
         summary: "lock.ttl is less than 2 x expected_duration",
         help: "raise lock.ttl to at least 2 x expected_duration",
     }

@@ -37,6 +37,7 @@ declare_rule! {
         code: "BG203",
         name: "lock-ttl-too-long",
         severity: Warning,
+        scope: Job,
         summary: "lock.ttl is more than 3 x expected_duration",
         help: "lower lock.ttl to at most 3 x expected_duration",
     }

@@ -39,6 +39,7 @@ declare_rule! {
         code: "BG204",
         name: "lock-key-not-unique",
         severity: Error,
+        scope: Job,
         summary: "the lock key template lacks {job} or {scheduled_at} ({scheduled_at_compact} counts)",
         help: "build the key from the job and the slot: `key: \"{job}:{scheduled_at}\"`",
     }

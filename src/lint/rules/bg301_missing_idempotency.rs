@@ -35,6 +35,7 @@ declare_rule! {
         code: "BG301",
         name: "missing-idempotency",
         severity: Error,
+        scope: Job,
         summary: "no idempotency strategy: a lock alone cannot make recovery safe",
         help: "add `idempotency:` with `strategy: processed_at | version | unique_key` and the `key` it guards",
     }

@@ -31,6 +31,7 @@ declare_rule! {
         code: "BG302",
         name: "idempotency-key-missing",
         severity: Error,
+        scope: Job,
         summary: "an idempotency strategy without the `key` it guards",
         help: "add `key:` naming the field that identifies one input record",
     }

@@ -39,6 +39,7 @@ declare_rule! {
         code: "BG401",
         name: "unbounded-retry",
         severity: Error,
+        scope: Job,
         summary: "no retry.max_attempts, or it is 0 or \"unlimited\"",
         help: "set `retry.max_attempts` to a small number such as 3 (the first attempt included)",
     }

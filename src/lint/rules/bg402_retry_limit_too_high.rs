@@ -34,6 +34,7 @@ declare_rule! {
         code: "BG402",
         name: "retry-limit-too-high",
         severity: Warning,
+        scope: Job,
         summary: "retry.max_attempts is more than 10 (configurable)",
         help: "lower retry.max_attempts and let the dead letter take what still fails",
     }

@@ -38,6 +38,7 @@ declare_rule! {
         code: "BG403",
         name: "missing-backoff",
         severity: Warning,
+        scope: Job,
         summary: "retries without a backoff delay",
         help: "add `backoff: exponential` with `initial_delay: 30s` and a `max_delay`",
     }

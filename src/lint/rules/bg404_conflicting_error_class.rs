@@ -35,6 +35,7 @@ declare_rule! {
         code: "BG404",
         name: "conflicting-error-class",
         severity: Error,
+        scope: Job,
         summary: "an error code is both retryable and fatal",
         help: "keep the code in one list: `retryable` if a later attempt can succeed, `fatal` if the input is bad",
     }

@@ -36,6 +36,7 @@ declare_rule! {
         code: "BG405",
         name: "missing-dead-letter",
         severity: Error,
+        scope: Job,
         summary: "failures that are fatal or out of attempts have nowhere to go",
         help: "add `dead_letter:` with the `target` queue, table or topic where failed inputs are quarantined",
     }

@@ -35,6 +35,7 @@ declare_rule! {
         code: "BG406",
         name: "retry-on-unknown",
         severity: Warning,
+        scope: Job,
         summary: "`on_unknown: retry`: unclassified errors are retried",
         help: "set `on_unknown: dead_letter` and list the transient codes in `retryable`",
     }

@@ -39,6 +39,7 @@ declare_rule! {
         code: "BG407",
         name: "unbounded-backoff",
         severity: Warning,
+        scope: Job,
         summary: "`backoff: exponential` without `max_delay`",
         help: "add `max_delay:` to cap the exponential delay",
     }

@@ -50,6 +50,7 @@ declare_rule! {
         code: "BG408",
         name: "retry-window-exceeds-interval",
         severity: Warning,
+        scope: Job,
         summary: "the retry window exceeds the shortest gap between slots: the next slot starts while this one may still be retrying",
         help: "lower max_attempts or the backoff delays, or space the slots further apart",
     }

@@ -39,6 +39,7 @@ declare_rule! {
         code: "BG501",
         name: "missing-runbook-field",
         severity: Error,
+        scope: Job,
         summary: "a runbook field (owner, on_call, emergency_stop, resume, communication) is absent or empty",
         help: "fill in the runbook field",
     }

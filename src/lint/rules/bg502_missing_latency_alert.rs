@@ -31,6 +31,7 @@ declare_rule! {
         code: "BG502",
         name: "missing-latency-alert",
         severity: Warning,
+        scope: Job,
         summary: "no `alerts.max_latency`",
         help: "add `alerts.max_latency:` (the article's team pages at 15m)",
     }

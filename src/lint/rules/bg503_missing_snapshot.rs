@@ -37,6 +37,7 @@ declare_rule! {
         code: "BG503",
         name: "missing-snapshot",
         severity: Warning,
+        scope: Job,
         summary: "no input snapshot: the slot cannot be replayed",
         help: "add `snapshot:` with a `path` template such as \"snapshots/{job}/{scheduled_at_compact}.jsonl\" and a `retention`",
     }

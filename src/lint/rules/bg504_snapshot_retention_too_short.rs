@@ -35,6 +35,7 @@ declare_rule! {
         code: "BG504",
         name: "snapshot-retention-too-short",
         severity: Error,
+        scope: Job,
         summary: "snapshot.retention is less than 92 days: a quarterly drill cannot reach back a quarter (configurable)",
         help: "keep snapshots at least 92 days",
     }

@@ -31,6 +31,7 @@ declare_rule! {
         code: "BG505",
         name: "missing-alert-channel",
         severity: Warning,
+        scope: Job,
         summary: "no `alerts.channel`",
         help: "add `alerts.channel:` (a pager service or a channel the on-call engineer watches)",
     }

@@ -1,6 +1,9 @@
 use crate::declare_rule;
-use crate::lint::cross::{Analysis, CrossEmitter, Place, group_subject};
+use crate::lint::cross::CrossEmitter;
 use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Place;
+use crate::project::group_subject;
 use crate::sources::SourceKind;
 
 declare_rule! {
@@ -37,6 +40,7 @@ declare_rule! {
         code: "BG602",
         name: "unguarded-concurrency",
         severity: Error,
+        scope: Project,
         summary: "effective instances > 1 (instances, PM2 cluster workers, replicas, or several registrations) and no lock",
         help: "declare a lock (key with {job} and {scheduled_at}) so one instance runs each slot",
     }

@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::cross::RegCx;
+use crate::lint::registrations::RegCx;
 use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
@@ -32,6 +32,7 @@ declare_rule! {
         code: "BG603",
         name: "k8s-concurrency-allow",
         severity: Warning,
+        scope: Registration,
         summary: "a Kubernetes CronJob with `concurrencyPolicy: Allow` (the default)",
         help: "set spec.concurrencyPolicy: Forbid (or Replace) so two runs never overlap",
     }

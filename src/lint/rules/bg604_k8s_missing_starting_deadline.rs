@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::cross::RegCx;
+use crate::lint::registrations::RegCx;
 use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
@@ -38,6 +38,7 @@ declare_rule! {
         code: "BG604",
         name: "k8s-missing-starting-deadline",
         severity: Warning,
+        scope: Registration,
         summary: "a Kubernetes CronJob without `startingDeadlineSeconds`",
         help: "set spec.startingDeadlineSeconds (for example 300): a slot that cannot start in time is then skipped with a MissSchedule event instead of running late",
     }

@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::cross::RegCx;
+use crate::lint::registrations::RegCx;
 use crate::lint::rule::{Emitter, Rule};
 
 /// Above this many retries of a pod, a failing slot keeps hammering its dependencies.
@@ -35,6 +35,7 @@ declare_rule! {
         code: "BG605",
         name: "k8s-backoff-limit",
         severity: Warning,
+        scope: Registration,
         summary: "a Kubernetes CronJob whose `backoffLimit` is unset (default 6) or > 10",
         help: "set jobTemplate.spec.backoffLimit explicitly (0-10); classify retries in the job itself",
     }

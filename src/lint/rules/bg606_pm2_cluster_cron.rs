@@ -1,6 +1,8 @@
 use crate::declare_rule;
-use crate::lint::cross::{Analysis, CrossEmitter, Place};
+use crate::lint::cross::CrossEmitter;
 use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Place;
 use crate::sources::SourceKind;
 use crate::sources::pm2::describe_instances;
 
@@ -38,6 +40,7 @@ declare_rule! {
         code: "BG606",
         name: "pm2-cluster-cron",
         severity: Error,
+        scope: Project,
         summary: "a PM2 app in cluster mode with instances > 1 that schedules cron work without a lock (reported instead of BG602)",
         help: "run the cron in one fork-mode instance, or take a lock: `batchguard run --job NAME -- CMD` with the manifest's lock",
     }

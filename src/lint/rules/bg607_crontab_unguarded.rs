@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::cross::RegCx;
+use crate::lint::registrations::RegCx;
 use crate::lint::rule::{Emitter, Rule};
 use crate::sources::SourceKind;
 
@@ -29,6 +29,7 @@ declare_rule! {
         code: "BG607",
         name: "crontab-unguarded",
         severity: Error,
+        scope: Registration,
         summary: "a crontab line whose command is not wrapped in `batchguard run` or `flock`",
         help: "run the command as `batchguard run --job NAME -- CMD` (or at least under `flock -n LOCKFILE`)",
     }

@@ -1,7 +1,9 @@
 use crate::declare_rule;
 use crate::finding::Location;
-use crate::lint::cross::{Analysis, CrossEmitter, year_slots};
+use crate::lint::cross::CrossEmitter;
 use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::year_slots;
 
 declare_rule! {
     /// ## What it does
@@ -31,6 +33,7 @@ declare_rule! {
         code: "BG608",
         name: "registration-drift",
         severity: Error,
+        scope: Project,
         summary: "a registration tied to a manifest job runs another schedule or timezone than the manifest declares (a stale deploy)",
         help: "redeploy the registration with the manifest's schedule and timezone (or fix the manifest)",
     }

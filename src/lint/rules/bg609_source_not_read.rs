@@ -32,6 +32,7 @@ declare_rule! {
         code: "BG609",
         name: "source-not-read",
         severity: Warning,
+        scope: File,
         summary: "a registration source could not be read (a PM2 `.js` file with no `node` on PATH, an evaluation error or timeout, a Helm template): duplicates may hide there. One finding per file, with the reason",
         help: "make the source readable (install node, fix the file) so duplicates cannot hide in it",
     }

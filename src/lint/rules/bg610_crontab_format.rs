@@ -33,6 +33,7 @@ declare_rule! {
         code: "BG610",
         name: "crontab-format",
         severity: Warning,
+        scope: File,
         summary: "a crontab that cron misreads: CRLF line endings (cron passes `\\r` to the command), a last line without a newline (cron ignores it), a byte that is not UTF-8 in a command",
         help: "save the crontab as UTF-8 with LF line endings and a newline after the last line",
     }

@@ -1,7 +1,9 @@
 use crate::declare_rule;
 use crate::finding::Location;
-use crate::lint::cross::{Analysis, CrossEmitter, Dep};
+use crate::lint::cross::CrossEmitter;
 use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Dep;
 
 declare_rule! {
     /// ## What it does
@@ -28,6 +30,7 @@ declare_rule! {
         code: "BG701",
         name: "unknown-dependency",
         severity: Error,
+        scope: Project,
         summary: "`depends_on` names a job that exists nowhere",
         help: "name an existing job as `name` (same service) or `service/name`",
     }

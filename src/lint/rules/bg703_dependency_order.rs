@@ -1,7 +1,9 @@
 use crate::declare_rule;
 use crate::finding::Location;
-use crate::lint::cross::{Analysis, CrossEmitter, Dep};
+use crate::lint::cross::CrossEmitter;
 use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Dep;
 use crate::schedule::Schedule;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -41,6 +43,7 @@ declare_rule! {
         code: "BG703",
         name: "dependency-order",
         severity: Warning,
+        scope: Project,
         summary: "a job is scheduled before its dependency's slot plus expected duration has passed",
         help: "schedule the job after its dependency's slot plus expected_duration",
     }

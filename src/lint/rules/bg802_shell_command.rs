@@ -30,6 +30,7 @@ declare_rule! {
         code: "BG802",
         name: "shell-command",
         severity: Warning,
+        scope: Job,
         summary: "a command is one shell string instead of an argv list",
         help: "write the command as an argv list: one YAML list entry per argument",
     }

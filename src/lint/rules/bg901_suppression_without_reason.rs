@@ -26,6 +26,7 @@ declare_rule! {
         code: "BG901",
         name: "suppression-without-reason",
         severity: Warning,
+        scope: File,
         summary: "a `batchguard: allow` comment has no reason; it suppresses nothing",
         help: "add ` -- <reason>` after the codes",
     }

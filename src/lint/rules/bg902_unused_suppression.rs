@@ -22,6 +22,7 @@ declare_rule! {
         code: "BG902",
         name: "unused-suppression",
         severity: Warning,
+        scope: File,
         summary: "a `batchguard: allow` comment with a reason suppresses nothing",
         help: "remove the suppression",
     }
