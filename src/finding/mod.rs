@@ -46,6 +46,8 @@ pub struct Related {
 
 #[derive(Clone, Debug)]
 pub struct Finding {
+    /// The rule that made it: its scope and whether it masks are read from here.
+    pub rule: &'static RuleMeta,
     pub code: &'static str,
     pub name: &'static str,
     pub severity: Severity,
@@ -66,6 +68,7 @@ impl Finding {
     /// below add what a rule knows beyond that.
     pub fn new(meta: &'static RuleMeta, at: Location, message: impl Into<String>) -> Self {
         Finding {
+            rule: meta,
             code: meta.code,
             name: meta.name,
             severity: meta.severity,

@@ -9,13 +9,11 @@ pub mod rules;
 pub mod suppress;
 
 use crate::config::Settings;
-use crate::finding::RuleMeta;
-use crate::finding::{Finding, Location, Severity};
+use crate::finding::{Finding, Location, Scope, Severity};
 use crate::manifest::load::{self, Loaded};
 use crate::manifest::model::{Field, Job, Manifest};
 use crate::schedule::{CronError, Dialect, Schedule};
 use crate::text::SourceFile;
-use crate::text::Span;
 use jiff::SignedDuration;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
@@ -557,19 +555,10 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     }));
     run.registrations = run.project.regs.len();
     let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
-    let jobs = analysis.groups.len();
-    let mut found = cross::run(&analysis);
-    found.retain_mut(
-        |f| match opts.settings.severity(f.code, f.name, f.severity) {
-            Some(sev) => {
-                f.severity = sev;
-                true
-            }
-            None => false,
-        },
-    );
-    run.jobs = jobs;
-    run.findings.extend(found);
+    run.jobs = analysis.groups.len();
+    let mut all = std::mem::take(&mut run.findings);
+    all.extend(cross::run(&analysis));
+    run.findings = apply_suppressions(&run.files, all, &opts.settings);
     run.findings.sort_by(|a, b| {
         (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
     });
@@ -606,13 +595,13 @@ fn lint_candidate(
         return source(kind);
     }
     if is_manifest_name(&c.path) {
-        return Ok((FileKind::Manifest, lint_manifest(&c.path, bytes, opts)));
+        return Ok((FileKind::Manifest, read_manifest(&c.path, bytes, opts)));
     }
     if let Some(kind) = crate::sources::classify(&c.path, bytes, c.explicit) {
         return source(kind);
     }
     if (c.explicit || is_yaml(&c.path)) && looks_like_manifest(bytes) {
-        return Ok((FileKind::Manifest, lint_manifest(&c.path, bytes, opts)));
+        return Ok((FileKind::Manifest, read_manifest(&c.path, bytes, opts)));
     }
     Err(why_not_read(&c.path, bytes))
 }
@@ -627,8 +616,18 @@ pub fn lint_bytes(
     (r.file, r.findings, r.jobs)
 }
 
-/// Lints one manifest's bytes, keeping the facts the cross-file rules need.
+/// Lints one manifest's bytes on its own (suppressions judged in it alone), keeping the
+/// facts the cross-file rules need.
 pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
+    let mut r = read_manifest(path, bytes, opts);
+    let findings = std::mem::take(&mut r.findings);
+    r.findings = apply_suppressions(std::slice::from_ref(&r.file), findings, &opts.settings);
+    r
+}
+
+/// One manifest's findings before suppressions are judged (the run judges them once, at
+/// the end, with the project rules' findings).
+fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
     let (text, loaded) = load::load(bytes);
     // A file over the size limit is not looked at at all (one BG006); text that is not
     // UTF-8 is still shown, lossily, around the first bad byte.
@@ -675,11 +674,10 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
     run_job_rules(&loaded, &service, &file, opts, &mut findings);
     placeholder::mark(&loaded, &file, &service, &mut findings);
     for f in &findings {
-        if f.code == rules::bg801_plaintext_secret::PlaintextSecret::META.code {
+        if f.rule.masks {
             file.mask(f.at.span);
         }
     }
-    let findings = apply_suppressions(&file, findings, &opts.settings);
     let facts = crate::project::manifest_facts(&loaded, &service, &file);
     FileLint {
         file,
@@ -770,25 +768,55 @@ fn run_job_rules(
     }
 }
 
-/// Marks suppressed findings, reports BG901/BG902, applies configured severities.
-///
-/// Suppressions are judged only in a file that was read whole: after a syntax error
-/// (BG001) or a limit (BG006) the rules did not run, so every suppression would look unused.
+/// Marks suppressed findings, reports BG901/BG902, applies configured severities: once,
+/// over every finding of the run, the per-file rules' and the project rules' alike, so an
+/// `allow` of a project rule that suppresses nothing is reported like any other (SPEC 3.3).
+/// `findings` point into `files` (by index).
 pub(crate) fn apply_suppressions(
-    file: &SourceFile,
+    files: &[SourceFile],
     findings: Vec<Finding>,
     settings: &Settings,
 ) -> Vec<Finding> {
+    let mut by_file: Vec<Vec<Finding>> = files.iter().map(|_| Vec::new()).collect();
+    let mut out = Vec::with_capacity(findings.len());
+    for f in findings {
+        match by_file.get_mut(f.at.file) {
+            Some(list) => list.push(f),
+            None => out.push(f),
+        }
+    }
+    for (i, (file, list)) in files.iter().zip(by_file).enumerate() {
+        judge_file(i, file, list, &mut out);
+    }
+    out.retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
+        Some(sev) => {
+            f.severity = sev;
+            true
+        }
+        None => false,
+    });
+    out
+}
+
+/// One file's `batchguard: allow` comments against the findings that point into it.
+///
+/// Suppressions are judged only in a file that was read whole: after a syntax error
+/// (BG001) or a limit (BG006) the rules did not run, so every suppression would look unused.
+fn judge_file(index: usize, file: &SourceFile, findings: Vec<Finding>, out: &mut Vec<Finding>) {
     let unread = findings.iter().any(|f| {
         f.code == rules::bg001_yaml_syntax::YamlSyntax::META.code
             || f.code == rules::bg006_input_limit::InputLimit::META.code
     });
     let mut sups = suppress::scan(&file.text);
-    let mut out = Vec::with_capacity(findings.len());
     for mut f in findings {
         let line = file.line_col(f.at.span.start).0;
+        // Alone on its line, an `allow` covers the job item below it; a project rule's
+        // finding has no job item, so the line below.
+        let below = |s: &suppress::Suppression| {
+            f.job_line == Some(s.line + 1) || (f.rule.scope == Scope::Project && s.line + 1 == line)
+        };
         for s in sups.iter_mut().filter(|s| s.reason.is_some()) {
-            let applies = s.line == line || (s.own_line && f.job_line == Some(s.line + 1));
+            let applies = s.line == line || (s.own_line && below(s));
             if !applies {
                 continue;
             }
@@ -799,13 +827,14 @@ pub(crate) fn apply_suppressions(
         }
         out.push(f);
     }
+    let at = |span| Location { file: index, span };
     for s in sups.iter().filter(|_| !unread) {
         let meta_901 = &rules::bg901_suppression_without_reason::SuppressionWithoutReason::META;
         let meta_902 = &rules::bg902_unused_suppression::UnusedSuppression::META;
         if s.reason.is_none() {
-            out.push(plain(
+            out.push(Finding::new(
                 meta_901,
-                s.span,
+                at(s.span),
                 format!(
                     "`batchguard: allow {}` has no reason, so it suppresses nothing",
                     s.codes
@@ -818,14 +847,14 @@ pub(crate) fn apply_suppressions(
             continue;
         }
         if s.codes.is_empty() {
-            out.push(plain(
+            out.push(Finding::new(
                 meta_902,
-                s.span,
-                "`batchguard: allow` names no rule".into(),
+                at(s.span),
+                "`batchguard: allow` names no rule",
             ));
         }
         for (code, span, used) in &s.codes {
-            if *used || cross::is_cross_code(code) {
+            if *used {
                 continue;
             }
             let message = if crate::REGISTRY.find(code).is_none() {
@@ -833,21 +862,9 @@ pub(crate) fn apply_suppressions(
             } else {
                 format!("`allow {code}` suppresses nothing here")
             };
-            out.push(plain(meta_902, *span, message));
+            out.push(Finding::new(meta_902, at(*span), message));
         }
     }
-    out.retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
-        Some(sev) => {
-            f.severity = sev;
-            true
-        }
-        None => false,
-    });
-    out
-}
-
-fn plain(meta: &'static RuleMeta, span: Span, message: String) -> Finding {
-    Finding::new(meta, Location { file: 0, span }, message)
 }
 
 /// The rule table the README carries (a test keeps the two in step).

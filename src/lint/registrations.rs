@@ -13,7 +13,8 @@ pub struct RegCx<'a> {
     pub text: &'a str,
 }
 
-/// Reads one registration source and runs the per-registration rules on it.
+/// Reads one registration source and runs the per-registration rules on it; the run
+/// judges suppressions once, at the end.
 pub fn lint_source(
     kind: crate::sources::SourceKind,
     path: &std::path::Path,
@@ -87,11 +88,10 @@ pub fn lint_source(
         if f.service.as_deref() == Some("") {
             f.service = None;
         }
-        if f.code == super::rules::bg801_plaintext_secret::PlaintextSecret::META.code {
+        if f.rule.masks {
             file.mask(f.at.span);
         }
     }
-    let findings = super::apply_suppressions(&file, findings, &opts.settings);
     super::FileLint {
         file,
         findings,
@@ -102,14 +102,10 @@ pub fn lint_source(
     }
 }
 
-/// The schedule and timezone rules (SPEC 3.5: BG1xx apply to registrations) that need no
-/// manifest declaration. BG104 and BG408 compare with `expected_duration` and the retry
-/// policy, which only a manifest carries.
-const REGISTRATION_SCHEDULE_RULES: &[&str] = &[
-    "BG101", "BG102", "BG103", "BG105", "BG106", "BG107", "BG108",
-];
-
-/// Runs the schedule rules on a registration by presenting it as a job whose only
+/// Runs the schedule rules ([`Scope::Schedule`](crate::finding::Scope): SPEC 3.5, BG1xx
+/// apply to registrations, those that need no manifest declaration; BG104 and BG408
+/// compare with `expected_duration` and the retry policy, which only a manifest carries)
+/// on a registration by presenting it as a job whose only
 /// declarations are its schedule, zone and dialect, so the rules stay written once.
 fn schedule_rules(
     reg: &Registration,
@@ -175,7 +171,7 @@ fn schedule_rules(
     let before = out.len();
     for rule in crate::lint::rules::all()
         .iter()
-        .filter(|r| REGISTRATION_SCHEDULE_RULES.contains(&r.meta().code))
+        .filter(|r| r.meta().scope == crate::finding::Scope::Schedule)
     {
         let mut em = super::rule::Emitter {
             meta: rule.meta(),
