@@ -53,27 +53,6 @@ pub mod bg901_suppression_without_reason;
 pub mod bg902_unused_suppression;
 
 /// Helpers for the rules' own tests: lint a manifest held in a string.
-#[cfg(test)]
-pub(crate) mod testing {
-    use crate::finding::Finding;
-    use crate::lint::{LintOptions, lint_bytes};
-
-    /// The findings of rule `code` for the manifest `yaml`, in the order emitted.
-    pub(crate) fn findings(yaml: &str, code: &str) -> Vec<Finding> {
-        let opts = LintOptions {
-            paths: Vec::new(),
-            settings: crate::config::Settings::default(),
-            now: "2026-03-01T00:00:00Z".parse().expect("fixed timestamp"),
-        };
-        let (_, all, _) = lint_bytes(
-            std::path::Path::new("test.batchguard.yaml"),
-            yaml.as_bytes(),
-            &opts,
-        );
-        all.into_iter().filter(|f| f.code == code).collect()
-    }
-}
-
 use crate::finding::RuleMeta;
 use crate::lint::rule::Rule;
 
@@ -138,4 +117,25 @@ pub fn all() -> &'static [&'static dyn Rule] {
 /// The lint rules' part of [`crate::REGISTRY`].
 pub fn register(out: &mut Vec<&'static RuleMeta>) {
     out.extend(RULES.iter().map(|r| r.meta()));
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::finding::Finding;
+    use crate::lint::{LintOptions, lint_bytes};
+
+    /// The findings of rule `code` for the manifest `yaml`, in the order emitted.
+    pub(crate) fn findings(yaml: &str, code: &str) -> Vec<Finding> {
+        let opts = LintOptions {
+            paths: Vec::new(),
+            settings: crate::config::Settings::default(),
+            now: "2026-03-01T00:00:00Z".parse().expect("fixed timestamp"),
+        };
+        let (_, all, _) = lint_bytes(
+            std::path::Path::new("test.batchguard.yaml"),
+            yaml.as_bytes(),
+            &opts,
+        );
+        all.into_iter().filter(|f| f.code == code).collect()
+    }
 }
