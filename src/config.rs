@@ -188,7 +188,7 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
             message: format!(
                 "cannot read config {}: {}",
                 path.display(),
-                crate::source::io_reason(&e)
+                crate::text::io_reason(&e)
             ),
             src: None,
             span: None,
@@ -232,7 +232,9 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     // contradiction the file has to resolve, not one this loader picks a winner of.
     let mut by_code: BTreeMap<String, (String, Level)> = BTreeMap::new();
     for (key, level) in std::mem::take(&mut config.rules) {
-        let code = crate::lint::registry::find(&key).map_or(key.clone(), |m| m.code.to_owned());
+        let code = crate::REGISTRY
+            .find(&key)
+            .map_or(key.clone(), |m| m.code.to_owned());
         if let Some((first, _)) = by_code.get(&code) {
             let (a, b) = match (rule_key_at(&text, first), rule_key_at(&text, &key)) {
                 (Some(x), Some(y)) if x > y => (key.as_str(), first.as_str()),

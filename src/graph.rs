@@ -5,7 +5,10 @@
 //! Rendered as Graphviz DOT or Mermaid; the same [`Analysis`] as `lint` draws it.
 
 use crate::lint::LintRun;
-use crate::lint::cross::{Analysis, Dep, Group, Place};
+use crate::project::Analysis;
+use crate::project::Dep;
+use crate::project::Group;
+use crate::project::Place;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
@@ -267,7 +270,7 @@ pub fn render(run: &LintRun, now: jiff::Timestamp, format: Format) -> String {
     let analysis = Analysis::new(&run.project, &run.files, now);
     let mut pic = picture(&analysis);
     // Whatever a label quotes, no secret BG801 masked is drawn.
-    let secrets = crate::source::Secrets::new(&run.files);
+    let secrets = crate::text::Secrets::new(&run.files);
     for n in pic.groups.values_mut().flatten() {
         n.title = secrets.redact(&n.title);
         for l in &mut n.lines {

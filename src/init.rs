@@ -17,9 +17,10 @@
 //! twice (BG601).
 
 use crate::config::Settings;
-use crate::lint::cross::{Analysis, Place};
 use crate::lint::{self, LintOptions, LintRun};
 use crate::manifest::model::INIT_PLACEHOLDER;
+use crate::project::Analysis;
+use crate::project::Place;
 use crate::sources::{Registration, SourceKind, command};
 use jiff::Timestamp;
 use std::collections::HashSet;

@@ -13,10 +13,16 @@ pub mod ledger;
 pub mod lint;
 pub mod manifest;
 pub mod process;
+pub mod project;
 pub mod report;
 pub mod schedule;
 pub mod schema;
 pub mod slots;
-pub mod source;
 pub mod sources;
 pub mod store;
+pub mod text;
+
+/// Every lint rule, then every audit check: chained here, above both analyses, so that
+/// neither imports the other.
+pub static REGISTRY: finding::Registry =
+    finding::Registry::new(&[lint::rules::register, audit::checks::register]);

@@ -14,10 +14,10 @@
 //! miette and maps to exit code 2.
 
 use crate::lint::rules::bg103_dst_ambiguous_time::{describe, same_clause};
-use crate::lint::{dialect_of, job_scheduler};
-use crate::manifest::load::{self, closest};
+use crate::manifest::load;
 use crate::manifest::model::Field;
 use crate::schedule::{Dialect, DstAction, DstEffect, Schedule, format_slot};
+use crate::text::closest;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use std::io::{self, Write};
@@ -170,7 +170,7 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
     };
     let bytes = std::fs::read(path).map_err(|e| SlotsError::Unreadable {
         path: shown.clone(),
-        why: crate::source::io_reason(&e),
+        why: crate::text::io_reason(&e),
     })?;
     let (_, loaded) = load::load(&bytes);
     if loaded.root.is_none() {
@@ -209,7 +209,7 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
         Field::Ok(z) => zone(&z.value, format!("{shown}: job `{job}`: "))?,
         Field::Invalid => return Err(fail(format!("job `{job}` has an invalid `timezone`"))),
     };
-    let schedule = parse(expr, dialect_of(job_scheduler(&loaded.manifest, found)))?;
+    let schedule = parse(expr, loaded.manifest.deployment_of(found).scheduler)?;
     let note = (found.enabled.value() == Some(&false)).then(|| {
         format!("note: job `{job}` is disabled (enabled: false); these are the slots it would run")
     });

@@ -6,10 +6,12 @@
 mod common;
 
 use assert_cmd::Command;
-use batchguard::lint::cross::{Analysis, Project};
-use batchguard::manifest::yaml::Span;
-use batchguard::source::SourceFile;
-use batchguard::sources::{At, Registration, SourceKind, Tie};
+use batchguard::project::Analysis;
+use batchguard::project::Project;
+use batchguard::sources::{Registration, SourceKind, Tie};
+use batchguard::text::SourceFile;
+use batchguard::text::Span;
+use batchguard::text::Spanned;
 use common::NOW;
 use serde_json::Value;
 use std::path::Path;
@@ -265,7 +267,7 @@ fn reg(kind: SourceKind, file: usize, command: &str) -> Registration {
         file,
         span: Span::new(0, 1),
         label: format!("{} registration", kind.as_str()),
-        schedule: Some(At {
+        schedule: Some(Spanned {
             value: "0 * * * *".into(),
             span: Span::new(0, 1),
         }),
@@ -276,8 +278,8 @@ fn reg(kind: SourceKind, file: usize, command: &str) -> Registration {
     }
 }
 
-fn at(s: &str) -> Option<At<String>> {
-    Some(At {
+fn at(s: &str) -> Option<Spanned<String>> {
+    Some(Spanned {
         value: s.into(),
         span: Span::new(0, 1),
     })
@@ -358,7 +360,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
         manifest: None,
         span: Span::new(0, 1),
     });
-    let job = batchguard::lint::cross::ManifestJob {
+    let job = batchguard::project::ManifestJob {
         file: 0,
         service: "billing".into(),
         name: "settle".into(),

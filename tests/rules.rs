@@ -3,7 +3,7 @@
 //! failing one is kept as a snapshot so a reviewer sees what users see.
 
 use batchguard::config::Settings;
-use batchguard::lint::{LintOptions, LintRun, registry, run};
+use batchguard::lint::{LintOptions, LintRun, run};
 use std::path::{Path, PathBuf};
 
 fn lint(path: &Path) -> LintRun {
@@ -47,8 +47,10 @@ fn codes(run: &LintRun) -> Vec<&'static str> {
 
 /// Lint rules only: audit checks (AU…) share the registry but are tested on ledgers
 /// (`tests/audit_checks.rs`).
-fn lint_rules() -> impl Iterator<Item = &'static batchguard::lint::rule::RuleMeta> {
-    registry::all().filter(|m| m.code.starts_with("BG"))
+fn lint_rules() -> impl Iterator<Item = &'static batchguard::finding::RuleMeta> {
+    batchguard::REGISTRY
+        .all()
+        .filter(|m| m.code.starts_with("BG"))
 }
 
 #[test]
@@ -67,7 +69,11 @@ fn no_fixtures_without_a_rule() {
         .expect("fixtures/rules exists")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| registry::find(name).is_none_or(|m| m.code != name))
+        .filter(|name| {
+            batchguard::REGISTRY
+                .find(name)
+                .is_none_or(|m| m.code != name)
+        })
         .collect();
     assert!(stray.is_empty(), "fixture folders of no rule: {stray:?}");
 }

@@ -235,7 +235,7 @@ fn env_texts(kind_path: &Path, text: &str) -> Vec<(String, String)> {
         .env
         .iter()
         .map(|(n, v)| {
-            let at = |s: batchguard::manifest::yaml::Span| text[s.start..s.end()].to_owned();
+            let at = |s: batchguard::text::Span| text[s.start..s.end()].to_owned();
             (at(n.span), at(v.span))
         })
         .collect()

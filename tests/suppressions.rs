@@ -57,3 +57,45 @@ fn an_oversized_file_is_one_bg006_and_nothing_else() {
         "one BG006, no other finding"
     );
 }
+
+/// Lints a folder holding `files` (name, text), as `batchguard lint DIR` does.
+fn lint_tree(files: &[(&str, &str)]) -> Vec<Finding> {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let opts = LintOptions {
+        paths: vec![dir.path().to_path_buf()],
+        settings: Settings::default(),
+        now: "2026-03-01T00:00:00Z".parse().unwrap(),
+    };
+    batchguard::lint::run(&opts).findings
+}
+
+const SETTLE: &str = "version: 1\nservice: billing\njobs:\n  # batchguard: allow BG601 -- the old host is drained this week\n  - name: settle\n    schedule: \"0 * * * *\"\n    command: [node, settle.js]\n";
+
+#[test]
+fn an_unused_allow_of_a_project_rule_is_bg902() {
+    // One manifest: nothing is registered twice, so the allow of BG601 suppresses nothing.
+    let f = lint_tree(&[("billing.batchguard.yaml", SETTLE)]);
+    let unused: Vec<&Finding> = f.iter().filter(|f| f.code == "BG902").collect();
+    assert_eq!(unused.len(), 1, "{f:#?}");
+    assert_eq!(unused[0].message, "`allow BG601` suppresses nothing here");
+}
+
+#[test]
+fn a_used_allow_of_a_project_rule_suppresses_and_is_not_bg902() {
+    // The same service/name declared twice: BG601 fires on the first place, where the
+    // allow (alone on the line above the job) suppresses it.
+    let f = lint_tree(&[
+        ("a.batchguard.yaml", SETTLE),
+        (
+            "b.batchguard.yaml",
+            "version: 1\nservice: billing\njobs:\n  - name: settle\n    schedule: \"0 * * * *\"\n    command: [node, settle.js]\n",
+        ),
+    ]);
+    let dup: Vec<&Finding> = f.iter().filter(|f| f.code == "BG601").collect();
+    assert_eq!(dup.len(), 1, "{f:#?}");
+    assert!(dup[0].suppressed.is_some(), "{:?}", dup[0]);
+    assert!(!f.iter().any(|f| f.code == "BG902"), "{f:#?}");
+}

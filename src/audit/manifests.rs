@@ -11,7 +11,8 @@ use crate::finding::{Finding, Severity};
 use crate::lint::{self, LintOptions};
 use crate::manifest::load::{self, Loaded, map_get};
 use crate::manifest::model::Field;
-use crate::manifest::yaml::{Node, Span};
+use crate::manifest::yaml::Node;
+use crate::text::Span;
 use miette::{Diagnostic, LabeledSpan, NamedSource, SourceCode};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -206,7 +207,7 @@ pub fn load_jobs(
     for w in only.iter().filter(|_| !paths.is_empty()) {
         if !all_names.iter().any(|n| n == w) {
             let refs: Vec<&str> = all_names.iter().map(String::as_str).collect();
-            let hint = load::closest(w, &refs)
+            let hint = crate::text::closest(w, &refs)
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
             return Err(ManifestError::Io(format!(

@@ -80,7 +80,7 @@ pub fn jobs_from_manifest(loaded: &Loaded, service: &str) -> Vec<AuditJob> {
     let mut out = Vec::new();
     for job in &loaded.jobs {
         // Each job's own deployment over the manifest's (SPEC 2), as lint reads it.
-        let dialect = crate::lint::dialect_of(loaded.manifest.deployment_of(job).scheduler);
+        let dialect = loaded.manifest.deployment_of(job).scheduler;
         let Some(name) = job.name.value() else {
             continue;
         };
@@ -279,26 +279,8 @@ impl AuditResult {
     }
 }
 
-/// `1h02m03s`, `2m05s`, `4.2s`: a length of time in seconds, for reports, rounded to the
-/// unit shown (299.6 s is `5m00s`: truncating would add up to a second of error).
+/// A length of time in seconds, for reports, in the one message style
+/// ([`crate::text::duration::millis`]): rounded to the unit shown.
 pub fn human_secs(s: f64) -> String {
-    human((s * 1000.0).round() as i64)
-}
-
-/// `1h02m03s`-style length of a millisecond duration.
-/// Under 10 s with a fraction: tenths (`4.2s`); else rounded to the whole second shown,
-/// never truncated (299 999 ms is `5m00s`).
-pub(crate) fn human(ms: i64) -> String {
-    if ms % 1000 != 0 && ms.abs() < 9_950 {
-        return format!("{:.1}s", ms as f64 / 1000.0);
-    }
-    let s = (ms as f64 / 1000.0).round() as i64;
-    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
-    if h > 0 {
-        format!("{h}h{m:02}m{sec:02}s")
-    } else if m > 0 {
-        format!("{m}m{sec:02}s")
-    } else {
-        format!("{sec}s")
-    }
+    crate::text::duration::millis((s * 1000.0).round() as i64)
 }

@@ -10,7 +10,7 @@ use super::fold::slots::{Exec, SlotFlags};
 use super::fold::{Auditor, JobState, ms};
 use super::snapshot::{Outcome, SnapshotCheck};
 use super::{AuditFinding, AuditJob, checks};
-use crate::lint::rule::RuleMeta;
+use crate::finding::RuleMeta;
 use jiff::Timestamp;
 
 /// One job as every check sees it.

@@ -165,9 +165,7 @@ fn paths_or_cwd(paths: Vec<PathBuf>) -> Vec<PathBuf> {
 fn settings_for(config: Option<PathBuf>, paths: &[PathBuf]) -> Result<Settings, Error> {
     let found = config.or_else(|| paths.first().and_then(|p| config::discover(p)));
     match found {
-        Some(p) => {
-            config::load(&p, |k| crate::lint::registry::find(k).is_some()).map_err(Error::Config)
-        }
+        Some(p) => config::load(&p, |k| crate::REGISTRY.find(k).is_some()).map_err(Error::Config),
         None => Ok(Settings::default()),
     }
 }

@@ -99,7 +99,7 @@ pub fn classify(
         (_, process::Exit::Code(n)) => format!("EXIT_{n}"),
         (_, process::Exit::Signal(s)) => format!("SIGNAL_{}", process::signal_name(s)),
     };
-    let listed = |l: &Option<&Vec<crate::manifest::model::Sp<String>>>| {
+    let listed = |l: &Option<&Vec<crate::text::Spanned<String>>>| {
         l.is_some_and(|v| v.iter().any(|c| c.value == code))
     };
     let class = if listed(&retry.fatal.value()) {

@@ -126,7 +126,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             .iter()
             .filter_map(|j| j.name.value().map(String::as_str))
             .collect();
-        let hint = crate::manifest::load::closest(&opts.job, &names)
+        let hint = crate::text::closest(&opts.job, &names)
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_default();
         return Err(format!("{shown}: no job named `{}`{hint}", opts.job));
@@ -147,7 +147,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             .map_err(|_| bad(&format!("has an unknown timezone `{}`", z.value)))?,
         Field::Invalid => return Err(bad("has an invalid `timezone`")),
     };
-    let dialect = crate::lint::dialect_of(crate::lint::job_scheduler(&loaded.manifest, job));
+    let dialect = loaded.manifest.deployment_of(job).scheduler;
     let schedule = Schedule::parse(expr, dialect).map_err(|e| {
         bad(&format!(
             "has a schedule that is not valid {dialect}: {}",

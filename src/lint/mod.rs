@@ -3,22 +3,21 @@
 
 pub mod cross;
 pub mod placeholder;
-pub mod registry;
+pub mod registrations;
 pub mod rule;
 pub mod rules;
 pub mod suppress;
 
 use crate::config::Settings;
-use crate::finding::{Finding, Location, Related, Severity};
+use crate::finding::{Finding, Location, Scope, Severity};
 use crate::manifest::load::{self, Loaded};
-use crate::manifest::model::{Field, Job, Manifest, Scheduler};
-use crate::manifest::yaml::Span;
+use crate::manifest::model::{Field, Job, Manifest};
 use crate::schedule::{CronError, Dialect, Schedule};
-use crate::source::SourceFile;
+use crate::text::SourceFile;
 use jiff::SignedDuration;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
-use rule::{Emitter, RuleMeta};
+use rule::Emitter;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -27,7 +26,9 @@ pub struct JobCx<'a> {
     pub job: &'a Job,
     pub manifest: &'a Manifest,
     pub service: &'a str,
-    pub scheduler: Scheduler,
+    /// The job's cron dialect: its effective deployment's scheduler (`jobs[].deployment`
+    /// over the manifest's `deployment`, SPEC 2), else the platform's default (SPEC 4).
+    pub scheduler: Dialect,
     pub settings: &'a Settings,
     pub now: jiff::Timestamp,
     pub text: &'a str,
@@ -51,7 +52,7 @@ impl JobCx<'_> {
 
     /// The dialect the job's schedule is read in (SPEC 4).
     pub fn dialect(&self) -> Dialect {
-        dialect_of(self.scheduler)
+        self.scheduler
     }
 
     /// The parsed schedule and its zone, when both are valid.
@@ -79,25 +80,6 @@ impl JobCx<'_> {
             let (s, tz) = self.schedule_in_zone()?;
             s.shortest_gap(tz, self.now, self.now_plus_months(12))
         })
-    }
-}
-
-/// A job's cron dialect: its effective deployment's scheduler (`jobs[].deployment`
-/// over the manifest's `deployment`, SPEC 2), else the platform's default (SPEC 4), else
-/// `crontab`.
-pub fn job_scheduler(manifest: &Manifest, job: &Job) -> Scheduler {
-    manifest.deployment_of(job).scheduler
-}
-
-/// The manifest's dialect word as the schedule engine names it.
-pub fn dialect_of(s: Scheduler) -> Dialect {
-    match s {
-        Scheduler::Crontab => Dialect::Crontab,
-        Scheduler::Kubernetes => Dialect::Kubernetes,
-        Scheduler::NodeCron => Dialect::NodeCron,
-        Scheduler::CronNpm => Dialect::CronNpm,
-        Scheduler::Pm2 => Dialect::Pm2,
-        Scheduler::Croner => Dialect::Croner,
     }
 }
 
@@ -167,7 +149,7 @@ pub struct LintRun {
     pub registrations: usize,
     pub unreadable: Vec<(PathBuf, String)>,
     /// Manifest jobs and registrations, for the cross-file rules and `batchguard graph`.
-    pub project: cross::Project,
+    pub project: crate::project::Project,
 }
 
 impl LintRun {
@@ -499,20 +481,11 @@ pub fn run(opts: &LintOptions) -> LintRun {
 /// [`run`] with the walk's options (`--hidden`).
 pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     let mut run = read_project(opts, walk);
-    let analysis = cross::Analysis::new(&run.project, &run.files, opts.now);
-    let jobs = analysis.groups.len();
-    let mut found = cross::run(&analysis);
-    found.retain_mut(
-        |f| match opts.settings.severity(f.code, f.name, f.severity) {
-            Some(sev) => {
-                f.severity = sev;
-                true
-            }
-            None => false,
-        },
-    );
-    run.jobs = jobs;
-    run.findings.extend(found);
+    let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
+    run.jobs = analysis.groups.len();
+    let mut all = std::mem::take(&mut run.findings);
+    all.extend(cross::run(&analysis));
+    run.findings = apply_suppressions(&run.files, all, &opts.settings);
     run.findings.sort_by(|a, b| {
         (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
     });
@@ -530,7 +503,7 @@ pub fn read_project(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         .candidates
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
-            Err(e) => Err((c.path.clone(), crate::source::io_reason(&e))),
+            Err(e) => Err((c.path.clone(), crate::text::io_reason(&e))),
             Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs)),
         })
         .collect();
@@ -543,7 +516,7 @@ pub fn read_project(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         jobs: 0,
         registrations: 0,
         unreadable,
-        project: cross::Project::default(),
+        project: crate::project::Project::default(),
     };
     let mut not_read = Vec::new();
     for (c, r) in found.candidates.iter().zip(results) {
@@ -605,7 +578,7 @@ pub struct FileLint {
     pub file: SourceFile,
     pub findings: Vec<Finding>,
     pub jobs: usize,
-    pub facts: Vec<cross::ManifestJob>,
+    pub facts: Vec<crate::project::ManifestJob>,
     pub regs: Vec<crate::sources::Registration>,
     /// What the file holds that registers nothing (see [`FileRead::notes`]).
     pub notes: Vec<String>,
@@ -623,20 +596,20 @@ fn lint_candidate(
     let source = |kind| {
         Ok((
             FileKind::Source(kind),
-            cross::lint_source(kind, &c.path, bytes, opts, &globs.read_options(&c.path)),
+            registrations::lint_source(kind, &c.path, bytes, opts, &globs.read_options(&c.path)),
         ))
     };
     if let Some(kind) = globs.kind(&c.path) {
         return source(kind);
     }
     if is_manifest_name(&c.path) {
-        return Ok((FileKind::Manifest, lint_manifest(&c.path, bytes, opts)));
+        return Ok((FileKind::Manifest, read_manifest(&c.path, bytes, opts)));
     }
     if let Some(kind) = crate::sources::classify(&c.path, bytes, c.explicit) {
         return source(kind);
     }
     if (c.explicit || is_yaml(&c.path)) && looks_like_manifest(bytes) {
-        return Ok((FileKind::Manifest, lint_manifest(&c.path, bytes, opts)));
+        return Ok((FileKind::Manifest, read_manifest(&c.path, bytes, opts)));
     }
     Err(why_not_read(&c.path, bytes))
 }
@@ -651,8 +624,18 @@ pub fn lint_bytes(
     (r.file, r.findings, r.jobs)
 }
 
-/// Lints one manifest's bytes, keeping the facts the cross-file rules need.
+/// Lints one manifest's bytes on its own (suppressions judged in it alone), keeping the
+/// facts the cross-file rules need.
 pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
+    let mut r = read_manifest(path, bytes, opts);
+    let findings = std::mem::take(&mut r.findings);
+    r.findings = apply_suppressions(std::slice::from_ref(&r.file), findings, &opts.settings);
+    r
+}
+
+/// One manifest's findings before suppressions are judged (the run judges them once, at
+/// the end, with the project rules' findings).
+fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
     let (text, loaded) = load::load(bytes);
     // A file over the size limit is not looked at at all (one BG006); text that is not
     // UTF-8 is still shown, lossily, around the first bad byte.
@@ -667,42 +650,23 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
     let mut findings = Vec::new();
     let service = loaded.manifest.service_name(path);
     for d in &loaded.diags {
-        let Some(meta) = registry::find(d.code) else {
+        let Some(meta) = crate::REGISTRY.find(d.code) else {
             continue;
         };
-        findings.push(Finding {
-            code: meta.code,
-            name: meta.name,
-            severity: meta.severity,
-            message: d.message.clone(),
-            help: d.help.clone(),
-            at: Location {
-                file: 0,
-                span: d.span,
-            },
-            service: Some(service.clone()),
-            job: None,
-            related: d
-                .related
-                .iter()
-                .map(|(span, message)| Related {
-                    at: Location {
-                        file: 0,
-                        span: *span,
-                    },
-                    message: message.clone(),
-                })
-                .collect(),
-            job_line: None,
-            suppressed: None,
-        });
+        let at = |span| Location { file: 0, span };
+        findings.push(
+            Finding::new(meta, at(d.span), d.message.clone())
+                .help(d.help.clone())
+                .subject(Some(service.clone()), None, None)
+                .related(d.related.iter().map(|(span, m)| (at(*span), m.clone()))),
+        );
     }
     if let Some(root) = &loaded.root {
         let cx = FileCx {
             root,
             text: &file.text,
         };
-        for rule in registry::job_rules() {
+        for rule in crate::lint::rules::all() {
             let mut em = Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -718,12 +682,11 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
     run_job_rules(&loaded, &service, &file, opts, &mut findings);
     placeholder::mark(&loaded, &file, &service, &mut findings);
     for f in &findings {
-        if f.code == rules::bg801_plaintext_secret::PlaintextSecret::META.code {
+        if f.rule.masks {
             file.mask(f.at.span);
         }
     }
-    let findings = apply_suppressions(&file, findings, &opts.settings);
-    let facts = cross::manifest_facts(&loaded, &service, &file);
+    let facts = crate::project::manifest_facts(&loaded, &service, &file);
     FileLint {
         file,
         findings,
@@ -778,7 +741,7 @@ fn run_job_rules(
     let manifest = &loaded.manifest;
     let ranges = job_ranges(loaded, file);
     for (i, job) in loaded.jobs.iter().enumerate() {
-        let scheduler = job_scheduler(manifest, job);
+        let scheduler = manifest.deployment_of(job).scheduler;
         let cx = JobCx {
             job,
             manifest,
@@ -787,10 +750,7 @@ fn run_job_rules(
             settings: &opts.settings,
             now: opts.now,
             text: &file.text,
-            schedule: job
-                .schedule
-                .value()
-                .map(|e| Schedule::parse(e, dialect_of(scheduler))),
+            schedule: job.schedule.value().map(|e| Schedule::parse(e, scheduler)),
             tz: match &job.timezone {
                 Field::Absent => Some(TimeZone::UTC),
                 Field::Ok(name) => TimeZone::get(&name.value).ok(),
@@ -802,7 +762,7 @@ fn run_job_rules(
             .get(i)
             .map(|r| (r.2.as_str(), Some(r.3)))
             .unwrap_or((cx.job_name(), None));
-        for rule in registry::job_rules() {
+        for rule in crate::lint::rules::all() {
             let mut em = Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -816,25 +776,55 @@ fn run_job_rules(
     }
 }
 
-/// Marks suppressed findings, reports BG901/BG902, applies configured severities.
-///
-/// Suppressions are judged only in a file that was read whole: after a syntax error
-/// (BG001) or a limit (BG006) the rules did not run, so every suppression would look unused.
+/// Marks suppressed findings, reports BG901/BG902, applies configured severities: once,
+/// over every finding of the run, the per-file rules' and the project rules' alike, so an
+/// `allow` of a project rule that suppresses nothing is reported like any other (SPEC 3.3).
+/// `findings` point into `files` (by index).
 pub(crate) fn apply_suppressions(
-    file: &SourceFile,
+    files: &[SourceFile],
     findings: Vec<Finding>,
     settings: &Settings,
 ) -> Vec<Finding> {
+    let mut by_file: Vec<Vec<Finding>> = files.iter().map(|_| Vec::new()).collect();
+    let mut out = Vec::with_capacity(findings.len());
+    for f in findings {
+        match by_file.get_mut(f.at.file) {
+            Some(list) => list.push(f),
+            None => out.push(f),
+        }
+    }
+    for (i, (file, list)) in files.iter().zip(by_file).enumerate() {
+        judge_file(i, file, list, &mut out);
+    }
+    out.retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
+        Some(sev) => {
+            f.severity = sev;
+            true
+        }
+        None => false,
+    });
+    out
+}
+
+/// One file's `batchguard: allow` comments against the findings that point into it.
+///
+/// Suppressions are judged only in a file that was read whole: after a syntax error
+/// (BG001) or a limit (BG006) the rules did not run, so every suppression would look unused.
+fn judge_file(index: usize, file: &SourceFile, findings: Vec<Finding>, out: &mut Vec<Finding>) {
     let unread = findings.iter().any(|f| {
         f.code == rules::bg001_yaml_syntax::YamlSyntax::META.code
             || f.code == rules::bg006_input_limit::InputLimit::META.code
     });
     let mut sups = suppress::scan(&file.text);
-    let mut out = Vec::with_capacity(findings.len());
     for mut f in findings {
         let line = file.line_col(f.at.span.start).0;
+        // Alone on its line, an `allow` covers the job item below it; a project rule's
+        // finding has no job item, so the line below.
+        let below = |s: &suppress::Suppression| {
+            f.job_line == Some(s.line + 1) || (f.rule.scope == Scope::Project && s.line + 1 == line)
+        };
         for s in sups.iter_mut().filter(|s| s.reason.is_some()) {
-            let applies = s.line == line || (s.own_line && f.job_line == Some(s.line + 1));
+            let applies = s.line == line || (s.own_line && below(s));
             if !applies {
                 continue;
             }
@@ -845,13 +835,14 @@ pub(crate) fn apply_suppressions(
         }
         out.push(f);
     }
+    let at = |span| Location { file: index, span };
     for s in sups.iter().filter(|_| !unread) {
         let meta_901 = &rules::bg901_suppression_without_reason::SuppressionWithoutReason::META;
         let meta_902 = &rules::bg902_unused_suppression::UnusedSuppression::META;
         if s.reason.is_none() {
-            out.push(plain(
+            out.push(Finding::new(
                 meta_901,
-                s.span,
+                at(s.span),
                 format!(
                     "`batchguard: allow {}` has no reason, so it suppresses nothing",
                     s.codes
@@ -864,54 +855,30 @@ pub(crate) fn apply_suppressions(
             continue;
         }
         if s.codes.is_empty() {
-            out.push(plain(
+            out.push(Finding::new(
                 meta_902,
-                s.span,
-                "`batchguard: allow` names no rule".into(),
+                at(s.span),
+                "`batchguard: allow` names no rule",
             ));
         }
         for (code, span, used) in &s.codes {
-            if *used || cross::is_cross_code(code) {
+            if *used {
                 continue;
             }
-            let message = if registry::find(code).is_none() {
+            let message = if crate::REGISTRY.find(code).is_none() {
                 format!("`{code}` is not a rule code or name, so this suppresses nothing")
             } else {
                 format!("`allow {code}` suppresses nothing here")
             };
-            out.push(plain(meta_902, *span, message));
+            out.push(Finding::new(meta_902, at(*span), message));
         }
-    }
-    out.retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
-        Some(sev) => {
-            f.severity = sev;
-            true
-        }
-        None => false,
-    });
-    out
-}
-
-fn plain(meta: &'static RuleMeta, span: Span, message: String) -> Finding {
-    Finding {
-        code: meta.code,
-        name: meta.name,
-        severity: meta.severity,
-        message,
-        help: meta.help.to_owned(),
-        at: Location { file: 0, span },
-        service: None,
-        job: None,
-        related: Vec::new(),
-        job_line: None,
-        suppressed: None,
     }
 }
 
 /// The rule table the README carries (a test keeps the two in step).
 pub fn rules_markdown() -> String {
     let mut s = String::from("| code | name | default | fires when |\n|---|---|---|---|\n");
-    for m in registry::all() {
+    for m in crate::REGISTRY.all() {
         s.push_str(&format!(
             "| {} | {} | {} | {} |\n",
             m.code,

@@ -6,12 +6,12 @@
 //! a list entry) is reported as BG003, so a starter manifest never passes lint until
 //! every placeholder is filled in or deleted.
 
-use super::registry;
 use crate::finding::{Finding, Location};
 use crate::manifest::load::{Loaded, map_get};
 use crate::manifest::model::INIT_PLACEHOLDER;
-use crate::manifest::yaml::{Node, Span, Value};
-use crate::source::SourceFile;
+use crate::manifest::yaml::{Node, Value};
+use crate::text::SourceFile;
+use crate::text::Span;
 
 /// What each "missing value" rule is about: the path of the field, in a job, whose
 /// absence it reports. Several paths for one code are told apart by the message, which
@@ -142,7 +142,7 @@ pub fn mark(loaded: &Loaded, file: &SourceFile, service: &str, findings: &mut Ve
         }
     }
     merge_shared(findings, &claimed);
-    let Some(meta) = registry::find("BG003") else {
+    let Some(meta) = crate::REGISTRY.find("BG003") else {
         return;
     };
     for (span, path) in placeholders {
@@ -171,21 +171,17 @@ pub fn mark(loaded: &Loaded, file: &SourceFile, service: &str, findings: &mut Ve
         let whose = job_name
             .as_ref()
             .map_or(String::new(), |n| format!("job `{n}`: "));
-        findings.push(Finding {
-            code: meta.code,
-            name: meta.name,
-            severity: meta.severity,
-            message: format!("{whose}`{field}` is {STILL}"),
-            help: format!(
+        findings.push(
+            Finding::new(
+                meta,
+                Location { file: 0, span },
+                format!("{whose}`{field}` is {STILL}"),
+            )
+            .help(format!(
                 "replace `{INIT_PLACEHOLDER}` with the real value, or delete `{field}` if it does not apply"
-            ),
-            at: Location { file: 0, span },
-            service: Some(service.to_owned()),
-            job: job_name,
-            related: Vec::new(),
-            job_line,
-            suppressed: None,
-        });
+            ))
+            .subject(Some(service.to_owned()), job_name, job_line),
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 //! YAML parsers drop comments, so they are found in the text: a `#` that starts a comment
 //! (at the line start or after white space, outside quotes) followed by `batchguard:`.
 
-use crate::manifest::yaml::Span;
+use crate::text::Span;
 
 #[derive(Debug)]
 pub struct Suppression {

@@ -121,19 +121,9 @@ impl Duration {
 }
 
 impl fmt::Display for Duration {
-    /// Shortest exact form: 1h30m, 25m, 2d, 0s.
+    /// Shortest exact form: 1h30m, 25m, 2d, 0s (the one style of every message).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut s = self.0;
-        if s == 0 {
-            return f.write_str("0s");
-        }
-        for (unit, len) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
-            if s >= len {
-                write!(f, "{}{unit}", s / len)?;
-                s %= len;
-            }
-        }
-        Ok(())
+        f.write_str(&crate::text::duration::secs(self.0))
     }
 }
 

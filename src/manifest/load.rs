@@ -3,8 +3,10 @@
 
 use super::model::{Job, Manifest};
 use super::template;
-use super::yaml::{self, Node, Span, Value};
+use super::yaml::{self, Node, Value};
 use crate::manifest::duration::Duration;
+use crate::text::Span;
+use crate::text::closest;
 
 /// A problem found while reading a manifest, before any rule runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -169,23 +171,6 @@ impl<'a> LoadCx<'a> {
         }
         ok
     }
-}
-
-/// The known word nearest to a misspelling, when it is near enough to be a likely typo.
-pub fn closest<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
-    // Edit distance catches short typos (`tll` for `ttl`); Jaro-Winkler catches longer
-    // words with a shared prefix (`max_attempt` for `max_attempts`).
-    let limit = (word.chars().count() / 3).max(1);
-    known
-        .iter()
-        .map(|k| {
-            let edits = strsim::damerau_levenshtein(word, k);
-            let jw = strsim::jaro_winkler(word, k);
-            (edits <= limit || jw >= 0.85, jw - edits as f64, *k)
-        })
-        .filter(|(near, _, _)| *near)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(_, _, k)| k)
 }
 
 impl FromNode for String {

@@ -8,16 +8,11 @@
 
 use super::duration::Duration;
 use super::load::{FromNode, LoadCx};
-use super::yaml::{Node, Span, Value};
+use super::yaml::{Node, Value};
+use crate::schedule::Dialect;
+use crate::text::{Span, Spanned};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use std::borrow::Cow;
-
-/// A value with the span of the YAML node it was read from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Sp<T> {
-    pub value: T,
-    pub span: Span,
-}
 
 /// A manifest field: absent, present but invalid (already reported as BG004), or valid.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -25,11 +20,11 @@ pub enum Field<T> {
     #[default]
     Absent,
     Invalid,
-    Ok(Sp<T>),
+    Ok(Spanned<T>),
 }
 
 impl<T> Field<T> {
-    pub fn get(&self) -> Option<&Sp<T>> {
+    pub fn get(&self) -> Option<&Spanned<T>> {
         match self {
             Field::Ok(v) => Some(v),
             _ => None,
@@ -57,7 +52,7 @@ impl<T: FromNode> Field<T> {
             return Field::Absent;
         }
         match T::from_node(node, cx) {
-            Some(value) => Field::Ok(Sp {
+            Some(value) => Field::Ok(Spanned {
                 value,
                 span: node.span,
             }),
@@ -67,16 +62,16 @@ impl<T: FromNode> Field<T> {
 }
 
 /// A list entry with its own position (`retryable: [A, B]` points at `B` itself).
-impl<T: FromNode> FromNode for Sp<T> {
+impl<T: FromNode> FromNode for Spanned<T> {
     fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
-        T::from_node(node, cx).map(|value| Sp {
+        T::from_node(node, cx).map(|value| Spanned {
             value,
             span: node.span,
         })
     }
 }
 
-impl<T: JsonSchema> JsonSchema for Sp<T> {
+impl<T: JsonSchema> JsonSchema for Spanned<T> {
     fn schema_name() -> Cow<'static, str> {
         T::schema_name()
     }
@@ -182,9 +177,42 @@ word_enum! {
     /// Where the service's scheduler runs.
     Platform { Kubernetes = "kubernetes", Pm2 = "pm2", Crontab = "crontab", Systemd = "systemd", Other = "other" }
 }
-word_enum! {
-    /// The cron dialect (SPEC 4): the scheduler library whose semantics the schedule follows.
-    Scheduler { Crontab = "crontab", Kubernetes = "kubernetes", NodeCron = "node-cron", CronNpm = "cron-npm", Pm2 = "pm2", Croner = "croner" }
+
+/// `deployment.scheduler` is the cron dialect (SPEC 4) itself: the schedule engine's
+/// [`Dialect`], read from its word, so the manifest and the engine share one enum.
+impl FromNode for Dialect {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        const WORDS: [&str; 6] = [
+            Dialect::ALL[0].as_str(),
+            Dialect::ALL[1].as_str(),
+            Dialect::ALL[2].as_str(),
+            Dialect::ALL[3].as_str(),
+            Dialect::ALL[4].as_str(),
+            Dialect::ALL[5].as_str(),
+        ];
+        let s = cx.expect_str(
+            node,
+            "one of: crontab kubernetes node-cron cron-npm pm2 croner ",
+        )?;
+        match Dialect::from_word(s) {
+            Some(v) => Some(v),
+            None => {
+                cx.bad_word(node, s, &WORDS);
+                None
+            }
+        }
+    }
+}
+
+impl JsonSchema for Dialect {
+    // The manifest schema has always called it `Scheduler`.
+    fn schema_name() -> Cow<'static, str> {
+        "Scheduler".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let words: Vec<&str> = Dialect::ALL.iter().map(|d| d.as_str()).collect();
+        json_schema!({ "type": "string", "enum": words })
+    }
 }
 word_enum! {
     /// Where the lock lives.
@@ -209,11 +237,11 @@ word_enum! {
 
 impl Platform {
     /// SPEC 4: the dialect a platform's scheduler speaks unless `deployment.scheduler` says otherwise.
-    pub fn default_scheduler(self) -> Scheduler {
+    pub fn default_scheduler(self) -> Dialect {
         match self {
-            Platform::Kubernetes => Scheduler::Kubernetes,
-            Platform::Pm2 => Scheduler::NodeCron,
-            Platform::Crontab | Platform::Systemd | Platform::Other => Scheduler::Crontab,
+            Platform::Kubernetes => Dialect::Kubernetes,
+            Platform::Pm2 => Dialect::NodeCron,
+            Platform::Crontab | Platform::Systemd | Platform::Other => Dialect::Crontab,
         }
     }
 }
@@ -254,7 +282,7 @@ impl JsonSchema for MaxAttempts {
 /// A command: an argv list, or (reported by BG802) one shell string.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    Argv(Vec<Sp<String>>),
+    Argv(Vec<Spanned<String>>),
     Shell(String),
 }
 
@@ -280,7 +308,7 @@ impl FromNode for Command {
                 for item in items {
                     let s = cx.expect_str(item, "a string (one argument)")?;
                     cx.check_template(item, s);
-                    argv.push(Sp {
+                    argv.push(Spanned {
                         value: s.to_owned(),
                         span: item.span,
                     });
@@ -360,7 +388,7 @@ section! {
         /// kubernetes | pm2 | crontab | systemd | other
         platform: Platform,
         /// Cron dialect (SPEC 4); defaults from the platform.
-        scheduler: Scheduler,
+        scheduler: Dialect,
         /// Processes that run this service's scheduler.
         instances: u64,
     }
@@ -404,9 +432,9 @@ section! {
         /// Cap on an exponential delay.
         max_delay: Duration,
         /// Error codes worth retrying.
-        retryable: Vec<Sp<String>>,
+        retryable: Vec<Spanned<String>>,
         /// Error codes that go to the dead letter at once.
-        fatal: Vec<Sp<String>>,
+        fatal: Vec<Spanned<String>>,
         /// dead_letter | retry: what an unclassified error gets.
         on_unknown: OnUnknown,
     }
@@ -500,7 +528,7 @@ section! {
         outputs: Outputs,
         runbook: Runbook,
         /// Jobs that must finish first: `name` or `service/name`.
-        depends_on: Vec<Sp<String>>,
+        depends_on: Vec<Spanned<String>>,
         replay: Replay,
         /// false keeps the job declared but unscheduled.
         enabled: bool,
@@ -532,9 +560,9 @@ pub struct EffectiveDeployment {
     /// The job's `scheduler`; else, when the job names its own platform, that platform's
     /// default (the manifest's scheduler was chosen for the manifest's platform); else the
     /// manifest's `scheduler`, else its platform's default, else `crontab`.
-    pub scheduler: Scheduler,
+    pub scheduler: Dialect,
     /// The `instances` that applies, with the span of the value that set it.
-    pub instances: Option<Sp<u64>>,
+    pub instances: Option<Spanned<u64>>,
 }
 
 impl Manifest {
@@ -549,7 +577,7 @@ impl Manifest {
             .or_else(|| own_platform.map(Platform::default_scheduler))
             .or_else(|| top.and_then(|d| d.scheduler.value().copied()))
             .or_else(|| top_platform.map(Platform::default_scheduler))
-            .unwrap_or(Scheduler::Crontab);
+            .unwrap_or(Dialect::Crontab);
         EffectiveDeployment {
             platform: own_platform.or(top_platform),
             scheduler,

@@ -9,21 +9,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 use std::fmt;
 
-/// Byte range into the source text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Span {
-    pub start: usize,
-    pub len: usize,
-}
-
-impl Span {
-    pub fn new(start: usize, len: usize) -> Self {
-        Span { start, len }
-    }
-    pub fn end(&self) -> usize {
-        self.start + self.len
-    }
-}
+use crate::text::Span;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {

@@ -7,7 +7,7 @@
 //! with the `Etc/GMT` name of that fixed offset; anything else with the closest spelling
 //! or the zone of a city written alone. Every command that takes a zone uses [`help`].
 
-use super::load::closest;
+use crate::text::closest;
 
 /// Abbreviations and the zones they are used for, most common first.
 const ABBREVIATIONS: &[(&str, &[(&str, &str)])] = &[

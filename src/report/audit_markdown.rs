@@ -51,8 +51,8 @@ pub fn render(r: &AuditResult) -> String {
         } else {
             format!(
                 "**{}, {}.**",
-                super::plural(e, "error"),
-                super::plural(w, "warning")
+                crate::text::plural(e, "error"),
+                crate::text::plural(w, "warning")
             )
         }
     );

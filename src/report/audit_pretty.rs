@@ -131,7 +131,10 @@ pub fn render(r: &AuditResult, color: bool) -> String {
     for (job, fs) in by_job(r) {
         out.push('\n');
         out.push_str(&paint("1", job));
-        out.push_str(&format!(" ({})\n", super::plural(fs.len(), "finding")));
+        out.push_str(&format!(
+            " ({})\n",
+            crate::text::plural(fs.len(), "finding")
+        ));
         for f in fs {
             let sev = match f.severity {
                 Severity::Error => paint("31", "error"),
@@ -169,9 +172,9 @@ pub fn render(r: &AuditResult, color: bool) -> String {
         } else {
             paint("1", "found")
         },
-        super::plural(e, "error"),
-        super::plural(w, "warning"),
-        super::plural(r.jobs.len(), "job")
+        crate::text::plural(e, "error"),
+        crate::text::plural(w, "warning"),
+        crate::text::plural(r.jobs.len(), "job")
     ));
     out
 }

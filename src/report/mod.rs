@@ -12,7 +12,7 @@ pub mod rules;
 pub mod sarif;
 
 use crate::finding::Finding;
-use crate::source::{Secrets, SourceFile};
+use crate::text::{Secrets, SourceFile};
 
 /// A run's findings as reports may print them: unsuppressed only when `all` is false, and
 /// every literal masked in any file (BG801) replaced in every text, whichever rule wrote
@@ -48,11 +48,7 @@ pub fn position(files: &[SourceFile], f: &Finding) -> Position {
     position_of(files, f.at.file, f.at.span)
 }
 
-pub fn position_of(
-    files: &[SourceFile],
-    file: usize,
-    span: crate::manifest::yaml::Span,
-) -> Position {
+pub fn position_of(files: &[SourceFile], file: usize, span: crate::text::Span) -> Position {
     let Some(src) = files.get(file) else {
         return Position {
             line: 1,
@@ -72,14 +68,5 @@ pub fn position_of(
         } else {
             end_column
         },
-    }
-}
-
-/// `1 error`, `2 errors`: counts in reports read as sentences.
-pub fn plural(n: usize, one: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {one}s")
     }
 }

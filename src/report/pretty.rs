@@ -5,10 +5,10 @@
 //! size (15 s for 900 findings in 2 MB). [`Indexed`] answers each span from a line index
 //! and hands miette only the lines around it, which keeps rendering linear in the findings.
 
-use super::plural;
 use crate::finding::{Finding, Severity};
 use crate::lint::{FileKind, LintRun};
 use crate::sources::SourceKind;
+use crate::text::plural;
 use miette::{
     Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError,
     MietteSpanContents, SourceCode, SourceSpan, SpanContents,

@@ -1,11 +1,11 @@
 //! The registry as text: the `rules` table and a rule's `explain` page.
 
-use crate::lint::rule::RuleMeta;
+use crate::finding::RuleMeta;
 
 /// One line per rule and check: code, name, default severity, summary.
 pub fn table() -> String {
     let mut s = String::new();
-    for m in crate::lint::registry::all() {
+    for m in crate::REGISTRY.all() {
         s.push_str(&format!(
             "{:<6} {:<30} {:<8} {}\n",
             m.code, m.name, m.severity, m.summary

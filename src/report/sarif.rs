@@ -2,7 +2,7 @@
 
 use super::{position, position_of};
 use crate::finding::Severity;
-use crate::lint::{LintRun, registry};
+use crate::lint::LintRun;
 use serde_json::{Value, json};
 
 fn uri(path: &str) -> String {
@@ -10,7 +10,8 @@ fn uri(path: &str) -> String {
 }
 
 pub fn render(run: &LintRun) -> String {
-    let rules: Vec<Value> = registry::all()
+    let rules: Vec<Value> = crate::REGISTRY
+        .all()
         .map(|m| {
             json!({
                 "id": m.code,
@@ -23,7 +24,8 @@ pub fn render(run: &LintRun) -> String {
             })
         })
         .collect();
-    let index: std::collections::HashMap<&str, usize> = registry::all()
+    let index: std::collections::HashMap<&str, usize> = crate::REGISTRY
+        .all()
         .enumerate()
         .map(|(i, m)| (m.code, i))
         .collect();

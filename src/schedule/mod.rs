@@ -60,8 +60,13 @@ impl Dialect {
         Dialect::Croner,
     ];
 
+    /// The dialect a word names (`node-cron`), as manifests and registrations write it.
+    pub fn from_word(s: &str) -> Option<Self> {
+        Dialect::ALL.into_iter().find(|d| d.as_str() == s)
+    }
+
     /// The name used in manifests and on the command line.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Dialect::Crontab => "crontab",
             Dialect::Kubernetes => "kubernetes",

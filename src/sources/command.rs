@@ -6,7 +6,7 @@
 //! whether the question is "is it locked?", "which job is it?" or "is it the same command?".
 
 use super::Tie;
-use crate::manifest::yaml::Span;
+use crate::text::Span;
 
 /// Splits a shell-ish command line into words: whitespace separates, single and double
 /// quotes group, a backslash escapes the next character. No expansion of any kind.

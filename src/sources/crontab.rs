@@ -43,7 +43,8 @@
 //!   either, so it registers nothing. In comments and env values such bytes are fine:
 //!   cron ignores comments and passes env values as bytes.
 
-use super::{At, Problem, Read, ReadOptions, Registration, SourceKind, Span};
+use super::{Problem, Read, ReadOptions, Registration, SourceKind, Span};
+use crate::text::Spanned;
 use std::path::Path;
 
 fn file_name(path: &Path) -> &str {
@@ -439,7 +440,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
     let lines = lines(text);
     let user_column = user_column(path, &lines, opts);
     let mut out = Read::default();
-    let mut tz: Option<At<String>> = None;
+    let mut tz: Option<Spanned<String>> = None;
     let mut unreadable: Vec<(usize, Span, String)> = Vec::new();
     let mut not_utf8: Vec<(usize, usize, bool)> = Vec::new();
     let mut crlf: Vec<(usize, usize)> = Vec::new();
@@ -455,7 +456,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
                     && name == "CRON_TZ"
                 {
                     let vstart = line.start + voff;
-                    tz = (!value.is_empty()).then(|| At {
+                    tz = (!value.is_empty()).then(|| Spanned {
                         value: value.to_owned(),
                         span: Span::new(vstart, end.saturating_sub(vstart)),
                     });
@@ -508,7 +509,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
         let (timezone, zone_assumed) = match &tz {
             Some(t) => (Some(t.clone()), false),
             None => (
-                opts.crontab_timezone.as_ref().map(|z| At {
+                opts.crontab_timezone.as_ref().map(|z| Spanned {
                     value: z.clone(),
                     span: sched_span,
                 }),
@@ -530,7 +531,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
             kind: SourceKind::Crontab,
             span: Span::new(line.start, body.trim_end().len()),
             label: format!("crontab line {}", line.n),
-            schedule: Some(At {
+            schedule: Some(Spanned {
                 value: schedule,
                 span: sched_span,
             }),

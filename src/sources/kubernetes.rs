@@ -16,8 +16,11 @@
 //! in different namespaces are never duplicates, and the working directory resolves the
 //! command's relative paths.
 
-use super::{At, KubeFields, Problem, Read, Registration, SourceKind, Tie, get, int_at, str_at};
-use crate::manifest::yaml::{self, Node, Span, Value};
+use super::{
+    KubeFields, Problem, Read, Registration, SourceKind, Spanned, Tie, get, int_at, str_at,
+};
+use crate::manifest::yaml::{self, Node, Value};
+use crate::text::Span;
 
 /// The annotation that ties a CronJob to a manifest job.
 pub const TIE_ANNOTATION: &str = "batchguard.dev/job";
@@ -232,7 +235,7 @@ fn cronjob(root: &Node) -> Option<Registration> {
         None => super::batchguard_tie(&command, command_span),
     };
     let bool_at = |n: &Node| match n.value {
-        Value::Bool(b) => Some(At {
+        Value::Bool(b) => Some(Spanned {
             value: b,
             span: n.span,
         }),

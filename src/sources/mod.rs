@@ -13,8 +13,9 @@ pub mod crontab;
 pub mod kubernetes;
 pub mod pm2;
 
-use crate::manifest::yaml::{Node, Span, Value};
+use crate::manifest::yaml::{Node, Value};
 use crate::schedule::Dialect;
+use crate::text::{Span, Spanned};
 pub use command::{batchguard_tie, effective_argv, is_wrapped, split_words, strip_prelude};
 use std::path::Path;
 
@@ -46,13 +47,6 @@ impl SourceKind {
     }
 }
 
-/// A value read from a source with the span it was read from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct At<T> {
-    pub value: T,
-    pub span: Span,
-}
-
 /// A registration's tie to a manifest job (SPEC 3.5 "Ties").
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tie {
@@ -67,11 +61,11 @@ pub struct Tie {
 /// Kubernetes CronJob fields the platform rules (BG603-BG605) look at.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KubeFields {
-    pub concurrency_policy: Option<At<String>>,
-    pub starting_deadline_seconds: Option<At<i128>>,
-    pub backoff_limit: Option<At<i128>>,
-    pub active_deadline_seconds: Option<At<i128>>,
-    pub suspend: Option<At<bool>>,
+    pub concurrency_policy: Option<Spanned<String>>,
+    pub starting_deadline_seconds: Option<Spanned<i128>>,
+    pub backoff_limit: Option<Spanned<i128>>,
+    pub active_deadline_seconds: Option<Spanned<i128>>,
+    pub suspend: Option<Spanned<bool>>,
 }
 
 /// One place a job is registered to run on a schedule. Readers fill what their source
@@ -85,8 +79,8 @@ pub struct Registration {
     pub span: Span,
     /// How a user recognises it: `CronJob settle`, `PM2 app settle`, `crontab line 4`.
     pub label: String,
-    pub schedule: Option<At<String>>,
-    pub timezone: Option<At<String>>,
+    pub schedule: Option<Spanned<String>>,
+    pub timezone: Option<Spanned<String>>,
     pub dialect: Dialect,
     /// The command as registered (argv), and where it is written.
     pub command: Vec<String>,
@@ -102,16 +96,16 @@ pub struct Registration {
     pub wrapped: bool,
     /// The working directory the command starts in, when the source says (PM2 `cwd`, a
     /// container's `workingDir`); `cd DIR &&` inside the command is read from the command.
-    pub workdir: Option<At<String>>,
+    pub workdir: Option<Spanned<String>>,
     /// Kubernetes `metadata.namespace`: CronJobs in different namespaces are never
     /// duplicates of each other (SPEC 3.6).
-    pub namespace: Option<At<String>>,
+    pub namespace: Option<Spanned<String>>,
     /// The zone is not written in the source but assumed (a crontab line without
     /// `CRON_TZ=`: `[sources] crontab_timezone`, else UTC); messages that rely on it say so.
     pub zone_assumed: bool,
     /// Environment entries the source sets for the command (Kubernetes `env[]` with a
     /// literal `value`, PM2 `env`), name and value located, for BG801.
-    pub env: Vec<(At<String>, At<String>)>,
+    pub env: Vec<(Spanned<String>, Spanned<String>)>,
 }
 
 impl Registration {
@@ -266,13 +260,13 @@ pub(crate) fn get<'n>(node: &'n Node, key: &str) -> Option<&'n Node> {
     }
 }
 
-pub(crate) fn str_at(node: &Node) -> Option<At<String>> {
+pub(crate) fn str_at(node: &Node) -> Option<Spanned<String>> {
     match &node.value {
-        Value::Str(s) => Some(At {
+        Value::Str(s) => Some(Spanned {
             value: s.clone(),
             span: node.span,
         }),
-        Value::Int(i) => Some(At {
+        Value::Int(i) => Some(Spanned {
             value: i.to_string(),
             span: node.span,
         }),
@@ -280,9 +274,9 @@ pub(crate) fn str_at(node: &Node) -> Option<At<String>> {
     }
 }
 
-pub(crate) fn int_at(node: &Node) -> Option<At<i128>> {
+pub(crate) fn int_at(node: &Node) -> Option<Spanned<i128>> {
     match &node.value {
-        Value::Int(i) => Some(At {
+        Value::Int(i) => Some(Spanned {
             value: *i,
             span: node.span,
         }),

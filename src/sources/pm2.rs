@@ -59,9 +59,10 @@
 //! When node is absent, times out, fails, or prints too much, the file is a BG609 finding
 //! with the reason; it is never silently skipped, since a duplicate may hide in it.
 
-use super::{At, Problem, Read, Registration, SourceKind, Span, get, str_at};
+use super::{Problem, Read, Registration, SourceKind, Span, get, str_at};
 use crate::manifest::yaml::{self, Node, Value};
 use crate::process::{self, CaptureError};
+use crate::text::Spanned;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -462,7 +463,7 @@ fn runs_on_node(interpreter: Option<&str>) -> bool {
 }
 
 /// The app's `env` and `env_<name>` entries whose values are written in the file.
-fn env_entries(app: &Node, loc: &Locate) -> Vec<(At<String>, At<String>)> {
+fn env_entries(app: &Node, loc: &Locate) -> Vec<(Spanned<String>, Spanned<String>)> {
     let Value::Map(fields) = &app.value else {
         return Vec::new();
     };
@@ -494,11 +495,11 @@ fn env_entries(app: &Node, loc: &Locate) -> Vec<(At<String>, At<String>)> {
                 continue;
             };
             out.push((
-                At {
+                Spanned {
                     value: name_at.value,
                     span: name_span,
                 },
-                At {
+                Spanned {
                     value: value_at.value,
                     span: value_span,
                 },
@@ -508,11 +509,11 @@ fn env_entries(app: &Node, loc: &Locate) -> Vec<(At<String>, At<String>)> {
     out
 }
 
-fn app_registration(app: &Node, i: usize, name: Option<&At<String>>, loc: &Locate) -> Outcome {
+fn app_registration(app: &Node, i: usize, name: Option<&Spanned<String>>, loc: &Locate) -> Outcome {
     let (command, command_span, interpreter) = command_of(app, loc);
     let tie = super::batchguard_tie(&command, command_span);
     let cron_node = pick(app, &CRON_RESTART);
-    let cron = cron_node.and_then(str_at).map(|s| At {
+    let cron = cron_node.and_then(str_at).map(|s| Spanned {
         value: s.value,
         span: cron_node.map_or(loc.anchor, |n| loc.span(n)),
     });
@@ -549,7 +550,7 @@ fn app_registration(app: &Node, i: usize, name: Option<&At<String>>, loc: &Locat
         None => pm2_n.is_some_and(|n| n >= 0 || n == -1) && runs_on_node(interpreter.as_deref()),
     };
     let workdir = pick(app, &CWD).and_then(|n| {
-        str_at(n).map(|s| At {
+        str_at(n).map(|s| Spanned {
             value: s.value,
             span: loc.span(n),
         })

@@ -1,5 +1,5 @@
-use super::declare_check;
 use crate::audit::AuditFinding;
+use crate::declare_check;
 use crate::ledger::RowError;
 
 declare_check! {

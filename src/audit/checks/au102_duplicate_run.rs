@@ -1,6 +1,6 @@
-use super::declare_check;
 use crate::audit::AuditFinding;
 use crate::audit::view::SlotView;
+use crate::declare_check;
 
 declare_check! {
     /// ## What it does

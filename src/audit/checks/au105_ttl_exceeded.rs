@@ -1,6 +1,7 @@
-use super::declare_check;
+use crate::audit::AuditFinding;
 use crate::audit::view::SlotView;
-use crate::audit::{AuditFinding, human};
+use crate::declare_check;
+use crate::text::duration::millis;
 
 declare_check! {
     /// ## What it does
@@ -36,8 +37,8 @@ pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
                     v.run_id(x),
                     v.job.display,
                     v.slot_text(),
-                    human(d),
-                    human(ttl)
+                    millis(d),
+                    millis(ttl)
                 ),
                 vec![v.run_id(x)],
             ));

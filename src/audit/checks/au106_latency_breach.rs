@@ -1,6 +1,7 @@
-use super::declare_check;
 use crate::audit::view::SlotView;
-use crate::audit::{AuditFinding, AuditJob, human};
+use crate::audit::{AuditFinding, AuditJob};
+use crate::declare_check;
+use crate::text::duration::millis;
 
 declare_check! {
     /// ## What it does
@@ -30,8 +31,8 @@ pub(super) fn check(v: &SlotView, j: &AuditJob, out: &mut Vec<AuditFinding>) {
                 "slot {} of `{}` first succeeded {} after its scheduled time, over alerts.max_latency {}",
                 v.slot_text(),
                 v.job.display,
-                human(latency),
-                human(max as i64 * 1000)
+                millis(latency),
+                millis(max as i64 * 1000)
             ),
             v.execs
                 .iter()

@@ -1,6 +1,6 @@
-use super::declare_check;
 use crate::audit::AuditFinding;
 use crate::audit::view::JobView;
+use crate::declare_check;
 
 declare_check! {
     /// ## What it does
@@ -25,7 +25,7 @@ pub(super) fn check(job: &JobView, out: &mut Vec<AuditFinding>) {
             &AU107,
             format!(
                 "the ledger has {} of job `{}`, which no manifest declares: an orphan registration",
-                crate::report::plural(rows as usize, "row"),
+                crate::text::plural(rows as usize, "row"),
                 job.display
             ),
             vec![],

@@ -1,6 +1,6 @@
-use super::declare_check;
 use crate::audit::AuditFinding;
 use crate::audit::view::SlotView;
+use crate::declare_check;
 
 declare_check! {
     /// ## What it does
@@ -26,7 +26,7 @@ pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
                 "slot {} of `{}` was started ({}) but never succeeded",
                 v.slot_text(),
                 v.job.display,
-                crate::report::plural(v.started.len(), "execution")
+                crate::text::plural(v.started.len(), "execution")
             ),
             v.run_ids(v.started),
         ));

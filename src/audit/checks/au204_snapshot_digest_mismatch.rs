@@ -1,7 +1,7 @@
-use super::declare_check;
 use crate::audit::AuditFinding;
 use crate::audit::snapshot::Outcome;
 use crate::audit::view::SlotView;
+use crate::declare_check;
 
 declare_check! {
     /// ## What it does

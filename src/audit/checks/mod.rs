@@ -3,7 +3,7 @@
 //!
 //! Checks are named by value ([`AU101`] is a `&'static RuleMeta`), never by a string a
 //! typo could silently miss. `batchguard rules` and `explain` list them with the lint
-//! rules (`crate::lint::registry::all` chains [`all`]).
+//! rules (`crate::REGISTRY` chains [`register`] after the lint rules).
 //!
 //! Where each check looks:
 //! - AU001 once per source, over the rejected rows;
@@ -50,33 +50,8 @@ pub(crate) use au001_rows_rejected::check as rows_rejected;
 
 use super::view::{JobView, SlotView};
 use super::{AuditFinding, AuditJob, AuditOptions, Skipped};
-use crate::lint::rule::RuleMeta;
+use crate::finding::RuleMeta;
 use jiff::Timestamp;
-
-/// Declares a check's metadata as a `pub static` named by its code; the doc comment is the
-/// check's documentation (`explain` prints it).
-macro_rules! declare_check {
-    (
-        $(#[doc = $doc:literal])*
-        $id:ident {
-            code: $code:literal,
-            name: $name:literal,
-            severity: $sev:ident,
-            summary: $summary:literal,
-            help: $help:literal $(,)?
-        }
-    ) => {
-        pub static $id: $crate::lint::rule::RuleMeta = $crate::lint::rule::RuleMeta {
-            code: $code,
-            name: $name,
-            severity: $crate::finding::Severity::$sev,
-            summary: $summary,
-            help: $help,
-            docs: concat!($($doc, "\n"),*),
-        };
-    };
-}
-use declare_check;
 
 static ALL: [&RuleMeta; 16] = [
     &AU001, &AU101, &AU102, &AU103, &AU104, &AU105, &AU106, &AU107, &AU108, &AU109, &AU110, &AU111,
@@ -86,6 +61,11 @@ static ALL: [&RuleMeta; 16] = [
 /// Every audit check, in code order.
 pub fn all() -> impl Iterator<Item = &'static RuleMeta> {
     ALL.iter().copied()
+}
+
+/// The checks' part of [`crate::REGISTRY`].
+pub fn register(out: &mut Vec<&'static RuleMeta>) {
+    out.extend(all());
 }
 
 /// The check with this code (`AU101`), for `explain` and the config's `[rules]`.

@@ -149,7 +149,7 @@ impl Auditor {
             .iter()
             .filter(|w| !seen.iter().any(|s| selected(s, std::slice::from_ref(w))))
             .map(|w| {
-                let close = crate::manifest::load::closest(w, &seen).map(str::to_owned);
+                let close = crate::text::closest(w, &seen).map(str::to_owned);
                 (w.clone(), close)
             })
             .collect()

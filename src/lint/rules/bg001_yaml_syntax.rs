@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -29,13 +29,10 @@ declare_rule! {
         code: "BG001",
         name: "yaml-syntax",
         severity: Error,
+        scope: File,
         summary: "the file is not valid YAML (binary and invalid UTF-8 included)",
         help: "fix the YAML syntax at the marked position",
     }
 }
 
-impl Rule for YamlSyntax {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-}
+impl Rule for YamlSyntax {}

@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -26,13 +26,10 @@ declare_rule! {
         code: "BG002",
         name: "unknown-field",
         severity: Error,
+        scope: File,
         summary: "a key is not part of the format (suggest the closest)",
         help: "use one of the fields of the manifest format (`batchguard schema manifest`)",
     }
 }
 
-impl Rule for UnknownField {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-}
+impl Rule for UnknownField {}

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -32,16 +32,13 @@ declare_rule! {
         code: "BG003",
         name: "missing-field",
         severity: Error,
+        scope: Job,
         summary: "a required field is absent",
         help: "add the field",
     }
 }
 
 impl Rule for MissingField {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let job = cx.job;
         let missing = [

@@ -1,8 +1,9 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::duration::Duration;
-use crate::manifest::model::{Field, Sp};
+use crate::manifest::model::Field;
+use crate::text::Spanned;
 
 declare_rule! {
     /// ## What it does
@@ -35,13 +36,14 @@ declare_rule! {
         code: "BG004",
         name: "invalid-value",
         severity: Error,
+        scope: Job,
         summary: "wrong type, bad duration, bad enum value, unknown template placeholder",
         help: "fix the value as the manifest format describes",
     }
 }
 
 fn positive(out: &mut Emitter, job: &str, field: &str, value: &Field<Duration>) {
-    if let Some(Sp { value, span }) = value.get()
+    if let Some(Spanned { value, span }) = value.get()
         && value.secs() == 0
     {
         out.emit_with_help(
@@ -63,10 +65,6 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Rule for InvalidValue {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let job = cx.job;
         let name = cx.job_name();

@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -28,13 +28,10 @@ declare_rule! {
         code: "BG005",
         name: "duplicate-key",
         severity: Error,
+        scope: File,
         summary: "a mapping repeats a key",
         help: "keep one of the two",
     }
 }
 
-impl Rule for DuplicateKey {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-}
+impl Rule for DuplicateKey {}

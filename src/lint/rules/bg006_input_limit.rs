@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -26,13 +26,10 @@ declare_rule! {
         code: "BG006",
         name: "input-limit",
         severity: Error,
+        scope: File,
         summary: "the file exceeds a size (8 MiB), nesting depth (128) or alias-expansion limit",
         help: "remove the deep nesting or the aliases that expand exponentially",
     }
 }
 
-impl Rule for InputLimit {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-}
+impl Rule for InputLimit {}

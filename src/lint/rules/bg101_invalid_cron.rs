@@ -1,9 +1,10 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
-use crate::manifest::model::Sp;
-use crate::manifest::yaml::{Node, Span, Value, scalar_offset};
+use crate::lint::rule::{Emitter, Rule};
+use crate::manifest::yaml::{Node, Value, scalar_offset};
 use crate::schedule::{CronError, CronErrorKind};
+use crate::text::Span;
+use crate::text::Spanned;
 
 declare_rule! {
     /// ## What it does
@@ -40,16 +41,13 @@ declare_rule! {
         code: "BG101",
         name: "invalid-cron",
         severity: Error,
+        scope: Schedule,
         summary: "the expression does not parse in the job's dialect (span on the bad field)",
         help: "fix the marked field; `batchguard slots --schedule EXPR --dialect D` shows what an expression fires",
     }
 }
 
 impl Rule for InvalidCron {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
             return;
@@ -98,13 +96,13 @@ pub(crate) fn fields_of(d: crate::schedule::Dialect) -> &'static str {
 
 /// The file span of the part of `expr` that `err` blames; the whole value when the
 /// scalar's text does not line up with its value (escapes, block scalars).
-pub(crate) fn error_span(text: &str, expr: &Sp<String>, err: &CronError) -> Span {
+pub(crate) fn error_span(text: &str, expr: &Spanned<String>, err: &CronError) -> Span {
     expr_span(text, expr, err.span.clone())
 }
 
 /// The file span of bytes `range` of the expression `expr`; the whole value when the
 /// scalar's text does not line up with its value (escapes, block scalars).
-pub(crate) fn expr_span(text: &str, expr: &Sp<String>, range: std::ops::Range<usize>) -> Span {
+pub(crate) fn expr_span(text: &str, expr: &Spanned<String>, range: std::ops::Range<usize>) -> Span {
     let node = Node {
         value: Value::Null,
         span: expr.span,

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use jiff::SignedDuration;
 
 declare_rule! {
@@ -33,16 +33,13 @@ declare_rule! {
         code: "BG102",
         name: "cron-never-fires",
         severity: Error,
+        scope: Schedule,
         summary: "the expression has no occurrence in the next 5 years (e.g. `0 0 30 2 *`)",
         help: "check the day-of-month and month combination; `batchguard slots` shows when a schedule fires",
     }
 }
 
 impl Rule for CronNeverFires {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         if cx.job.enabled.value() == Some(&false) {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::schedule::{Dialect, DstAction, DstEffect, DstKind, format_slot};
 use jiff::tz::TimeZone;
 
@@ -44,16 +44,13 @@ declare_rule! {
         code: "BG103",
         name: "dst-ambiguous-time",
         severity: Warning,
+        scope: Schedule,
         summary: "in the job's timezone, a DST change in the next 12 months makes the job run a different number of times, or at a different real interval, than on an ordinary day (a slot skipped, run late or run twice); the message says what this dialect then does and on which dates. A job that keeps its ordinary cadence through the change (every minute or hour under `kubernetes`, wildcard hours under `crontab`) is not reported",
         help: "schedule the job outside the hour the clocks change, or use timezone: UTC",
     }
 }
 
 impl Rule for DstAmbiguousTime {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         if cx.job.enabled.value() == Some(&false) {
             return;

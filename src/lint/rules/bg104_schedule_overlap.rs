@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::duration::Duration;
 
 declare_rule! {
@@ -34,16 +34,13 @@ declare_rule! {
         code: "BG104",
         name: "schedule-overlap",
         severity: Error,
+        scope: Job,
         summary: "the shortest gap between two slots is below `expected_duration`",
         help: "space the slots further apart, or make the run shorter (chunk the input) and lower expected_duration",
     }
 }
 
 impl Rule for ScheduleOverlap {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         if cx.job.enabled.value() == Some(&false) {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::zone;
 
 declare_rule! {
@@ -32,16 +32,13 @@ declare_rule! {
         code: "BG105",
         name: "unknown-timezone",
         severity: Error,
+        scope: Schedule,
         summary: "not an IANA zone name",
         help: "use an IANA zone name such as Europe/Berlin or America/New_York",
     }
 }
 
 impl Rule for UnknownTimezone {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(zone) = cx.job.timezone.get() else {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::lint::rules::bg101_invalid_cron::error_span;
 use crate::schedule::CronErrorKind;
 
@@ -41,16 +41,13 @@ declare_rule! {
         code: "BG106",
         name: "seconds-unsupported",
         severity: Error,
+        scope: Schedule,
         summary: "a seconds field or a feature (L, W, #) the job's dialect does not accept (reported instead of BG101 when another dialect would accept it)",
         help: "rewrite the expression for the job's dialect, or set deployment.scheduler to the scheduler that really runs it",
     }
 }
 
 impl Rule for SecondsUnsupported {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
             return;

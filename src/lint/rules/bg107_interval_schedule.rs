@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::lint::rules::bg101_invalid_cron::error_span;
 use crate::schedule::CronErrorKind;
 use jiff::SignedDuration;
@@ -38,16 +38,13 @@ declare_rule! {
         code: "BG107",
         name: "interval-schedule",
         severity: Warning,
+        scope: Schedule,
         summary: "`@every D` (accepted by Kubernetes): it counts from the controller's start, not the clock, so no slot can be expected or audited",
         help: "write a cron expression with the same rate, so every run has a slot",
     }
 }
 
 impl Rule for IntervalSchedule {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
             return;
@@ -92,15 +89,7 @@ fn on_the_clock(every: SignedDuration) -> Option<String> {
 }
 
 fn human(every: SignedDuration) -> String {
-    let s = every.as_secs();
-    let (h, m, sec) = (s / 3600, (s / 60) % 60, s % 60);
-    let mut out = String::new();
-    for (n, unit) in [(h, "h"), (m, "m"), (sec, "s")] {
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    if out.is_empty() { "1s".into() } else { out }
+    crate::text::duration::secs(every.as_secs().max(1).unsigned_abs())
 }
 
 #[cfg(test)]

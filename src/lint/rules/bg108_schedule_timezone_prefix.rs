@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::lint::rules::bg101_invalid_cron::expr_span;
 
 declare_rule! {
@@ -35,16 +35,13 @@ declare_rule! {
         code: "BG108",
         name: "schedule-timezone-prefix",
         severity: Warning,
+        scope: Schedule,
         summary: "a `CRON_TZ=`/`TZ=` prefix inside a Kubernetes schedule: not supported by Kubernetes (use `spec.timeZone`); evaluated in the zone it names",
         help: "move the zone to the CronJob's `spec.timeZone` (or the job's `timezone`) and keep only the cron fields in the schedule",
     }
 }
 
 impl Rule for ScheduleTimezonePrefix {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let (Some(Ok(sched)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
             return;

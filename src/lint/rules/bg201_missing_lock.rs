@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -37,16 +37,13 @@ declare_rule! {
         code: "BG201",
         name: "missing-lock",
         severity: Error,
+        scope: Job,
         summary: "the job has no lock: even one instance overlaps itself during a rolling deploy",
         help: "add `lock:` with `key: \"{job}:{scheduled_at}\"` and a `ttl` of 2-3x expected_duration",
     }
 }
 
 impl Rule for MissingLock {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         if !cx.job.lock.is_absent() {
             return;

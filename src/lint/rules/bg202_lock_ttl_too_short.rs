@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -34,16 +34,13 @@ declare_rule! {
         code: "BG202",
         name: "lock-ttl-too-short",
         severity: Error,
+        scope: Job,
         summary: "lock.ttl is less than 2 x expected_duration",
         help: "raise lock.ttl to at least 2 x expected_duration",
     }
 }
 
 impl Rule for LockTtlTooShort {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(lock) = cx.job.active_lock() else {
             return;

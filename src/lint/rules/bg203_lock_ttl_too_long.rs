@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::duration::Duration;
 
 declare_rule! {
@@ -37,16 +37,13 @@ declare_rule! {
         code: "BG203",
         name: "lock-ttl-too-long",
         severity: Warning,
+        scope: Job,
         summary: "lock.ttl is more than 3 x expected_duration",
         help: "lower lock.ttl to at most 3 x expected_duration",
     }
 }
 
 impl Rule for LockTtlTooLong {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(lock) = cx.job.active_lock() else {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::template::placeholders;
 
 declare_rule! {
@@ -39,6 +39,7 @@ declare_rule! {
         code: "BG204",
         name: "lock-key-not-unique",
         severity: Error,
+        scope: Job,
         summary: "the lock key template lacks {job} or {scheduled_at} ({scheduled_at_compact} counts)",
         help: "build the key from the job and the slot: `key: \"{job}:{scheduled_at}\"`",
     }
@@ -61,10 +62,6 @@ pub fn missing_parts(key: &str) -> Vec<&'static str> {
 }
 
 impl Rule for LockKeyNotUnique {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(lock) = cx.job.active_lock() else {
             return;

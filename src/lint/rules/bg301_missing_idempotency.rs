@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -35,16 +35,13 @@ declare_rule! {
         code: "BG301",
         name: "missing-idempotency",
         severity: Error,
+        scope: Job,
         summary: "no idempotency strategy: a lock alone cannot make recovery safe",
         help: "add `idempotency:` with `strategy: processed_at | version | unique_key` and the `key` it guards",
     }
 }
 
 impl Rule for MissingIdempotency {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
         let idempotency = &cx.job.idempotency;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -31,16 +31,13 @@ declare_rule! {
         code: "BG302",
         name: "idempotency-key-missing",
         severity: Error,
+        scope: Job,
         summary: "an idempotency strategy without the `key` it guards",
         help: "add `key:` naming the field that identifies one input record",
     }
 }
 
 impl Rule for IdempotencyKeyMissing {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(section) = cx.job.idempotency.value() else {
             return;

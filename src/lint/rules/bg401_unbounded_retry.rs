@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::MaxAttempts;
 
 declare_rule! {
@@ -39,16 +39,13 @@ declare_rule! {
         code: "BG401",
         name: "unbounded-retry",
         severity: Error,
+        scope: Job,
         summary: "no retry.max_attempts, or it is 0 or \"unlimited\"",
         help: "set `retry.max_attempts` to a small number such as 3 (the first attempt included)",
     }
 }
 
 impl Rule for UnboundedRetry {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
         if cx.job.retry.is_absent() {

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::MaxAttempts;
 
 declare_rule! {
@@ -34,16 +34,13 @@ declare_rule! {
         code: "BG402",
         name: "retry-limit-too-high",
         severity: Warning,
+        scope: Job,
         summary: "retry.max_attempts is more than 10 (configurable)",
         help: "lower retry.max_attempts and let the dead letter take what still fails",
     }
 }
 
 impl Rule for RetryLimitTooHigh {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(retry) = cx.job.retry.value() else {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::Field;
 
 declare_rule! {
@@ -38,16 +38,13 @@ declare_rule! {
         code: "BG403",
         name: "missing-backoff",
         severity: Warning,
+        scope: Job,
         summary: "retries without a backoff delay",
         help: "add `backoff: exponential` with `initial_delay: 30s` and a `max_delay`",
     }
 }
 
 impl Rule for MissingBackoff {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(retry) = cx.job.retry.value() else {
             return;

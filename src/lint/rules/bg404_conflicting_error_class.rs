@@ -1,7 +1,7 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
-use crate::manifest::model::Sp;
+use crate::lint::rule::{Emitter, Rule};
+use crate::text::Spanned;
 
 declare_rule! {
     /// ## What it does
@@ -35,6 +35,7 @@ declare_rule! {
         code: "BG404",
         name: "conflicting-error-class",
         severity: Error,
+        scope: Job,
         summary: "an error code is both retryable and fatal",
         help: "keep the code in one list: `retryable` if a later attempt can succeed, `fatal` if the input is bad",
     }
@@ -43,10 +44,10 @@ declare_rule! {
 /// Codes of `retryable` that are also in `fatal`, each once, in `retryable` order.
 /// Each code listed in both lists, once, with its first place in each (in `retryable` order).
 pub fn conflicts<'a>(
-    retryable: &'a [Sp<String>],
-    fatal: &'a [Sp<String>],
-) -> Vec<(&'a Sp<String>, &'a Sp<String>)> {
-    let mut out: Vec<(&Sp<String>, &Sp<String>)> = Vec::new();
+    retryable: &'a [Spanned<String>],
+    fatal: &'a [Spanned<String>],
+) -> Vec<(&'a Spanned<String>, &'a Spanned<String>)> {
+    let mut out: Vec<(&Spanned<String>, &Spanned<String>)> = Vec::new();
     for code in retryable {
         if out.iter().any(|(r, _)| r.value == code.value) {
             continue;
@@ -59,10 +60,6 @@ pub fn conflicts<'a>(
 }
 
 impl Rule for ConflictingErrorClass {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(retry) = cx.job.retry.value() else {
             return;
@@ -91,13 +88,13 @@ impl Rule for ConflictingErrorClass {
 mod tests {
     use super::conflicts;
     use crate::lint::rules::testing::findings;
-    use crate::manifest::model::Sp;
-    use crate::manifest::yaml::Span;
+    use crate::text::Span;
+    use crate::text::Spanned;
 
-    fn s(v: &[&str]) -> Vec<Sp<String>> {
+    fn s(v: &[&str]) -> Vec<Spanned<String>> {
         v.iter()
             .enumerate()
-            .map(|(i, x)| Sp {
+            .map(|(i, x)| Spanned {
                 value: (*x).to_owned(),
                 span: Span::new(i, 1),
             })

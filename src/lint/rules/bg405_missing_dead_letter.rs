@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::Field;
 
 declare_rule! {
@@ -36,16 +36,13 @@ declare_rule! {
         code: "BG405",
         name: "missing-dead-letter",
         severity: Error,
+        scope: Job,
         summary: "failures that are fatal or out of attempts have nowhere to go",
         help: "add `dead_letter:` with the `target` queue, table or topic where failed inputs are quarantined",
     }
 }
 
 impl Rule for MissingDeadLetter {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
         let attempts = cx

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::OnUnknown;
 
 declare_rule! {
@@ -35,16 +35,13 @@ declare_rule! {
         code: "BG406",
         name: "retry-on-unknown",
         severity: Warning,
+        scope: Job,
         summary: "`on_unknown: retry`: unclassified errors are retried",
         help: "set `on_unknown: dead_letter` and list the transient codes in `retryable`",
     }
 }
 
 impl Rule for RetryOnUnknown {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(retry) = cx.job.retry.value() else {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::duration::Duration;
 use crate::manifest::model::Backoff;
 
@@ -39,6 +39,7 @@ declare_rule! {
         code: "BG407",
         name: "unbounded-backoff",
         severity: Warning,
+        scope: Job,
         summary: "`backoff: exponential` without `max_delay`",
         help: "add `max_delay:` to cap the exponential delay",
     }
@@ -53,10 +54,6 @@ pub fn last_delay(initial: Duration, attempts: u64) -> Option<Duration> {
 }
 
 impl Rule for UnboundedBackoff {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(retry) = cx.job.retry.value() else {
             return;

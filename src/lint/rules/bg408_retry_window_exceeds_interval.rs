@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::duration::Duration;
 use crate::manifest::model::{Backoff, Retry};
 
@@ -50,16 +50,13 @@ declare_rule! {
         code: "BG408",
         name: "retry-window-exceeds-interval",
         severity: Warning,
+        scope: Job,
         summary: "the retry window exceeds the shortest gap between slots: the next slot starts while this one may still be retrying",
         help: "lower max_attempts or the backoff delays, or space the slots further apart",
     }
 }
 
 impl Rule for RetryWindowExceedsInterval {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         if cx.job.enabled.value() == Some(&false) {
             return;

@@ -1,8 +1,8 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::{Field, Runbook};
-use crate::manifest::yaml::Span;
+use crate::text::Span;
 
 declare_rule! {
     /// ## What it does
@@ -39,6 +39,7 @@ declare_rule! {
         code: "BG501",
         name: "missing-runbook-field",
         severity: Error,
+        scope: Job,
         summary: "a runbook field (owner, on_call, emergency_stop, resume, communication) is absent or empty",
         help: "fill in the runbook field",
     }
@@ -106,10 +107,6 @@ pub fn missing(runbook: &Field<Runbook>, job_span: Span) -> Vec<(&'static str, S
 }
 
 impl Rule for MissingRunbookField {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
         let no_runbook = cx.job.runbook.is_absent();

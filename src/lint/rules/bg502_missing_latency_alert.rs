@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -31,16 +31,13 @@ declare_rule! {
         code: "BG502",
         name: "missing-latency-alert",
         severity: Warning,
+        scope: Job,
         summary: "no `alerts.max_latency`",
         help: "add `alerts.max_latency:` (the article's team pages at 15m)",
     }
 }
 
 impl Rule for MissingLatencyAlert {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let span = match cx.job.alerts.value() {
             None if cx.job.alerts.is_absent() => cx.job.span,

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -37,16 +37,13 @@ declare_rule! {
         code: "BG503",
         name: "missing-snapshot",
         severity: Warning,
+        scope: Job,
         summary: "no input snapshot: the slot cannot be replayed",
         help: "add `snapshot:` with a `path` template such as \"snapshots/{job}/{scheduled_at_compact}.jsonl\" and a `retention`",
     }
 }
 
 impl Rule for MissingSnapshot {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
         match cx.job.snapshot.value() {

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::Field;
 
 declare_rule! {
@@ -35,16 +35,13 @@ declare_rule! {
         code: "BG504",
         name: "snapshot-retention-too-short",
         severity: Error,
+        scope: Job,
         summary: "snapshot.retention is less than 92 days: a quarterly drill cannot reach back a quarter (configurable)",
         help: "keep snapshots at least 92 days",
     }
 }
 
 impl Rule for SnapshotRetentionTooShort {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let Some(snapshot) = cx.job.snapshot.value() else {
             return;

@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::Field;
 
 declare_rule! {
@@ -31,16 +31,13 @@ declare_rule! {
         code: "BG505",
         name: "missing-alert-channel",
         severity: Warning,
+        scope: Job,
         summary: "no `alerts.channel`",
         help: "add `alerts.channel:` (a pager service or a channel the on-call engineer watches)",
     }
 }
 
 impl Rule for MissingAlertChannel {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let span = match &cx.job.alerts {
             Field::Absent => cx.job.span,

@@ -1,6 +1,9 @@
 use crate::declare_rule;
-use crate::lint::cross::{Analysis, CrossEmitter, Place, group_subject};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::cross::CrossEmitter;
+use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Place;
+use crate::project::group_subject;
 
 /// Places named in the message; every place is still a related location.
 const MAX_LISTED: usize = 10;
@@ -58,16 +61,13 @@ declare_rule! {
         code: "BG601",
         name: "duplicate-registration",
         severity: Error,
+        scope: Project,
         summary: "the same job (same service and name, or same command and overlapping schedule) is registered in more than one place; every place is labelled",
         help: "keep one registration per job: remove the others, or tie the one that stays to the manifest job",
     }
 }
 
 impl Rule for DuplicateRegistration {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for g in cx.groups.iter().filter(|g| g.duplicate) {
             let Some((&first, rest)) = g.places.split_first() else {

@@ -1,6 +1,9 @@
 use crate::declare_rule;
-use crate::lint::cross::{Analysis, CrossEmitter, Place, group_subject};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::cross::CrossEmitter;
+use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Place;
+use crate::project::group_subject;
 use crate::sources::SourceKind;
 
 declare_rule! {
@@ -37,16 +40,13 @@ declare_rule! {
         code: "BG602",
         name: "unguarded-concurrency",
         severity: Error,
+        scope: Project,
         summary: "effective instances > 1 (instances, PM2 cluster workers, replicas, or several registrations) and no lock",
         help: "declare a lock (key with {job} and {scheduled_at}) so one instance runs each slot",
     }
 }
 
 impl Rule for UnguardedConcurrency {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for g in cx.groups.iter().filter(|g| g.instances > 1) {
             let jobs: Vec<usize> = g

@@ -1,6 +1,6 @@
 use crate::declare_rule;
-use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::registrations::RegCx;
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -32,16 +32,13 @@ declare_rule! {
         code: "BG603",
         name: "k8s-concurrency-allow",
         severity: Warning,
+        scope: Registration,
         summary: "a Kubernetes CronJob with `concurrencyPolicy: Allow` (the default)",
         help: "set spec.concurrencyPolicy: Forbid (or Replace) so two runs never overlap",
     }
 }
 
 impl Rule for K8sConcurrencyAllow {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_registration(&self, cx: &RegCx, out: &mut Emitter) {
         let Some(kube) = &cx.reg.kube else {
             return;

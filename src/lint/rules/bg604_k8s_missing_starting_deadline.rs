@@ -1,6 +1,6 @@
 use crate::declare_rule;
-use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::registrations::RegCx;
+use crate::lint::rule::{Emitter, Rule};
 
 declare_rule! {
     /// ## What it does
@@ -38,16 +38,13 @@ declare_rule! {
         code: "BG604",
         name: "k8s-missing-starting-deadline",
         severity: Warning,
+        scope: Registration,
         summary: "a Kubernetes CronJob without `startingDeadlineSeconds`",
         help: "set spec.startingDeadlineSeconds (for example 300): a slot that cannot start in time is then skipped with a MissSchedule event instead of running late",
     }
 }
 
 impl Rule for K8sMissingStartingDeadline {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_registration(&self, cx: &RegCx, out: &mut Emitter) {
         if let Some(kube) = &cx.reg.kube
             && kube.starting_deadline_seconds.is_none()

@@ -1,6 +1,6 @@
 use crate::declare_rule;
-use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::registrations::RegCx;
+use crate::lint::rule::{Emitter, Rule};
 
 /// Above this many retries of a pod, a failing slot keeps hammering its dependencies.
 const MAX_BACKOFF_LIMIT: i128 = 10;
@@ -35,16 +35,13 @@ declare_rule! {
         code: "BG605",
         name: "k8s-backoff-limit",
         severity: Warning,
+        scope: Registration,
         summary: "a Kubernetes CronJob whose `backoffLimit` is unset (default 6) or > 10",
         help: "set jobTemplate.spec.backoffLimit explicitly (0-10); classify retries in the job itself",
     }
 }
 
 impl Rule for K8sBackoffLimit {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_registration(&self, cx: &RegCx, out: &mut Emitter) {
         let Some(kube) = &cx.reg.kube else {
             return;

@@ -1,6 +1,8 @@
 use crate::declare_rule;
-use crate::lint::cross::{Analysis, CrossEmitter, Place};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::cross::CrossEmitter;
+use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Place;
 use crate::sources::SourceKind;
 use crate::sources::pm2::describe_instances;
 
@@ -38,16 +40,13 @@ declare_rule! {
         code: "BG606",
         name: "pm2-cluster-cron",
         severity: Error,
+        scope: Project,
         summary: "a PM2 app in cluster mode with instances > 1 that schedules cron work without a lock (reported instead of BG602)",
         help: "run the cron in one fork-mode instance, or take a lock: `batchguard run --job NAME -- CMD` with the manifest's lock",
     }
 }
 
 impl Rule for Pm2ClusterCron {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for (r, reg) in cx.project.regs.iter().enumerate() {
             if reg.kind != SourceKind::Pm2 || !reg.cluster || reg.instances < 2 {

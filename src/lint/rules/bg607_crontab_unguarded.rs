@@ -1,6 +1,6 @@
 use crate::declare_rule;
-use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::registrations::RegCx;
+use crate::lint::rule::{Emitter, Rule};
 use crate::sources::SourceKind;
 
 declare_rule! {
@@ -29,16 +29,13 @@ declare_rule! {
         code: "BG607",
         name: "crontab-unguarded",
         severity: Error,
+        scope: Registration,
         summary: "a crontab line whose command is not wrapped in `batchguard run` or `flock`",
         help: "run the command as `batchguard run --job NAME -- CMD` (or at least under `flock -n LOCKFILE`)",
     }
 }
 
 impl Rule for CrontabUnguarded {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_registration(&self, cx: &RegCx, out: &mut Emitter) {
         let reg = cx.reg;
         if reg.kind != SourceKind::Crontab || reg.wrapped {

@@ -1,7 +1,9 @@
 use crate::declare_rule;
 use crate::finding::Location;
-use crate::lint::cross::{Analysis, CrossEmitter, year_slots};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::cross::CrossEmitter;
+use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::year_slots;
 
 declare_rule! {
     /// ## What it does
@@ -31,16 +33,13 @@ declare_rule! {
         code: "BG608",
         name: "registration-drift",
         severity: Error,
+        scope: Project,
         summary: "a registration tied to a manifest job runs another schedule or timezone than the manifest declares (a stale deploy)",
         help: "redeploy the registration with the manifest's schedule and timezone (or fix the manifest)",
     }
 }
 
 impl Rule for RegistrationDrift {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for (r, reg) in cx.project.regs.iter().enumerate() {
             let Some(j) = cx.ties.get(r).copied().flatten() else {

@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -32,13 +32,10 @@ declare_rule! {
         code: "BG609",
         name: "source-not-read",
         severity: Warning,
+        scope: File,
         summary: "a registration source could not be read (a PM2 `.js` file with no `node` on PATH, an evaluation error or timeout, a Helm template): duplicates may hide there. One finding per file, with the reason",
         help: "make the source readable (install node, fix the file) so duplicates cannot hide in it",
     }
 }
 
-impl Rule for SourceNotRead {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-}
+impl Rule for SourceNotRead {}

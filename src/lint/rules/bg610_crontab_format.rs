@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -33,13 +33,10 @@ declare_rule! {
         code: "BG610",
         name: "crontab-format",
         severity: Warning,
+        scope: File,
         summary: "a crontab that cron misreads: CRLF line endings (cron passes `\\r` to the command), a last line without a newline (cron ignores it), a byte that is not UTF-8 in a command",
         help: "save the crontab as UTF-8 with LF line endings and a newline after the last line",
     }
 }
 
-impl Rule for CrontabFormat {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-}
+impl Rule for CrontabFormat {}

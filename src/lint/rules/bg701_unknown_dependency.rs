@@ -1,7 +1,9 @@
 use crate::declare_rule;
 use crate::finding::Location;
-use crate::lint::cross::{Analysis, CrossEmitter, Dep};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::cross::CrossEmitter;
+use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Dep;
 
 declare_rule! {
     /// ## What it does
@@ -28,16 +30,13 @@ declare_rule! {
         code: "BG701",
         name: "unknown-dependency",
         severity: Error,
+        scope: Project,
         summary: "`depends_on` names a job that exists nowhere",
         help: "name an existing job as `name` (same service) or `service/name`",
     }
 }
 
 impl Rule for UnknownDependency {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for (j, deps) in cx.deps.iter().enumerate() {
             let job = &cx.project.jobs[j];

@@ -1,7 +1,9 @@
 use crate::declare_rule;
 use crate::finding::Location;
-use crate::lint::cross::{Analysis, CrossEmitter, Dep};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::cross::CrossEmitter;
+use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Dep;
 
 declare_rule! {
     /// ## What it does
@@ -28,6 +30,7 @@ declare_rule! {
         code: "BG702",
         name: "dependency-cycle",
         severity: Error,
+        scope: Project,
         summary: "jobs depend on each other in a cycle; the message lists the cycle",
         help: "remove one `depends_on` entry of the cycle so the jobs have an order",
     }
@@ -49,10 +52,6 @@ fn edge_at(cx: &Analysis, j: usize, t: usize) -> Location {
 }
 
 impl Rule for DependencyCycle {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for cycle in &cx.cycles {
             let Some(&first) = cycle.first() else {

@@ -1,7 +1,9 @@
 use crate::declare_rule;
 use crate::finding::Location;
-use crate::lint::cross::{Analysis, CrossEmitter, Dep};
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::cross::CrossEmitter;
+use crate::lint::rule::Rule;
+use crate::project::Analysis;
+use crate::project::Dep;
 use crate::schedule::Schedule;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -41,6 +43,7 @@ declare_rule! {
         code: "BG703",
         name: "dependency-order",
         severity: Warning,
+        scope: Project,
         summary: "a job is scheduled before its dependency's slot plus expected duration has passed",
         help: "schedule the job after its dependency's slot plus expected_duration",
     }
@@ -72,10 +75,6 @@ fn show(t: i64) -> String {
 }
 
 impl Rule for DependencyOrder {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         let now = cx.now.as_second();
         let end = now + WINDOW_DAYS * 86_400;

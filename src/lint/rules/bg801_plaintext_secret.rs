@@ -1,9 +1,10 @@
 use crate::declare_rule;
 use crate::lint::FileCx;
-use crate::lint::cross::RegCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
-use crate::manifest::yaml::{Node, Span, Value};
+use crate::lint::registrations::RegCx;
+use crate::lint::rule::{Emitter, Rule};
+use crate::manifest::yaml::{Node, Value};
 use crate::sources::SourceKind;
+use crate::text::Span;
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -54,6 +55,8 @@ declare_rule! {
         code: "BG801",
         name: "plaintext-secret",
         severity: Error,
+        scope: File,
+        masks: true,
         summary: "a literal credential: a password in a URL or DSN, a known key pattern (cloud keys, private key blocks, service tokens), a literal value of a secret-named field or env entry (`*PASSWORD*`, `*SECRET*`, `*TOKEN*`, `*API_KEY*`, `*ACCESS_KEY*` in Kubernetes `env[].value`, PM2 `env`, manifest values). Never a reference (`$(VAR)`, `${VAR}`, `secretKeyRef`, `secretName`, `valueFrom`), a file path, or a flag name without a value. The span is the literal itself, which is masked in every output (pretty, json, sarif, github, graph)",
         help: "move the secret to the environment or a secret store and refer to it by name",
     }
@@ -530,10 +533,6 @@ impl PlaintextSecret {
 }
 
 impl Rule for PlaintextSecret {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_file(&self, cx: &FileCx, out: &mut Emitter) {
         Self::walk(cx, cx.root, None, out);
     }

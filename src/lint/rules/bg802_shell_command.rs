@@ -1,6 +1,6 @@
 use crate::declare_rule;
 use crate::lint::JobCx;
-use crate::lint::rule::{Emitter, Rule, RuleMeta};
+use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::model::{Command, Field};
 
 declare_rule! {
@@ -30,6 +30,7 @@ declare_rule! {
         code: "BG802",
         name: "shell-command",
         severity: Warning,
+        scope: Job,
         summary: "a command is one shell string instead of an argv list",
         help: "write the command as an argv list: one YAML list entry per argument",
     }
@@ -43,10 +44,6 @@ fn uses_shell_syntax(s: &str) -> bool {
 }
 
 impl Rule for ShellCommand {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
         let replay = cx.job.replay.value().map(|r| &r.command);

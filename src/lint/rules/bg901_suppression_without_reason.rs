@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -26,13 +26,10 @@ declare_rule! {
         code: "BG901",
         name: "suppression-without-reason",
         severity: Warning,
+        scope: File,
         summary: "a `batchguard: allow` comment has no reason; it suppresses nothing",
         help: "add ` -- <reason>` after the codes",
     }
 }
 
-impl Rule for SuppressionWithoutReason {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-}
+impl Rule for SuppressionWithoutReason {}

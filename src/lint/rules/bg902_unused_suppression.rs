@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::rule::{Rule, RuleMeta};
+use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
@@ -22,13 +22,10 @@ declare_rule! {
         code: "BG902",
         name: "unused-suppression",
         severity: Warning,
+        scope: File,
         summary: "a `batchguard: allow` comment with a reason suppresses nothing",
         help: "remove the suppression",
     }
 }
 
-impl Rule for UnusedSuppression {
-    fn meta(&self) -> &'static RuleMeta {
-        &Self::META
-    }
-}
+impl Rule for UnusedSuppression {}

@@ -1,6 +1,6 @@
 //! A file's text with what reports need to talk about positions in it.
 
-use crate::manifest::yaml::Span;
+use crate::text::Span;
 use std::path::PathBuf;
 
 /// One input file. `shown` is the text with secrets masked, byte for byte the same length,
@@ -176,7 +176,7 @@ impl<'a> Secrets<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::yaml::Span;
+    use crate::text::Span;
 
     #[test]
     fn masked_literals_are_redacted_from_any_text() {

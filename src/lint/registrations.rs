@@ -1,0 +1,192 @@
+//! A registration source in lint: read it, run the file, registration and schedule rules
+//! on it.
+
+use crate::finding::{Finding, Location};
+use crate::schedule::Schedule;
+use crate::sources::Registration;
+use crate::text::SourceFile;
+use jiff::tz::TimeZone;
+
+/// What a per-registration rule sees.
+pub struct RegCx<'a> {
+    pub reg: &'a Registration,
+    pub text: &'a str,
+}
+
+/// Reads one registration source and runs the per-registration rules on it; the run
+/// judges suppressions once, at the end.
+pub fn lint_source(
+    kind: crate::sources::SourceKind,
+    path: &std::path::Path,
+    bytes: &[u8],
+    opts: &super::LintOptions,
+    read_options: &crate::sources::ReadOptions,
+) -> super::FileLint {
+    let read = crate::sources::read(kind, path, bytes, read_options);
+    let mut file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
+    let mut findings = Vec::new();
+    for root in &read.roots {
+        let cx = super::FileCx {
+            root,
+            text: &file.text,
+        };
+        for rule in crate::lint::rules::all() {
+            let mut em = super::rule::Emitter {
+                meta: rule.meta(),
+                file: 0,
+                service: "",
+                job: None,
+                job_line: None,
+                out: &mut findings,
+            };
+            rule.check_file(&cx, &mut em);
+        }
+    }
+    for p in &read.problems {
+        let Some(meta) = crate::REGISTRY.find(p.code) else {
+            continue;
+        };
+        findings.push(
+            Finding::new(
+                meta,
+                Location {
+                    file: 0,
+                    span: p.span,
+                },
+                p.message.clone(),
+            )
+            .help(p.help.clone()),
+        );
+    }
+    for reg in &read.registrations {
+        let cx = RegCx {
+            reg,
+            text: &file.text,
+        };
+        let service = reg
+            .tie
+            .as_ref()
+            .and_then(|t| t.service.clone())
+            .unwrap_or_default();
+        let line = file.line_col(reg.span.start).0;
+        for rule in crate::lint::rules::all() {
+            let mut em = super::rule::Emitter {
+                meta: rule.meta(),
+                file: 0,
+                service: &service,
+                job: Some(&reg.label),
+                job_line: Some(line),
+                out: &mut findings,
+            };
+            rule.check_registration(&cx, &mut em);
+        }
+    }
+    for reg in &read.registrations {
+        schedule_rules(reg, &file, opts, &mut findings);
+    }
+    for f in &mut findings {
+        if f.service.as_deref() == Some("") {
+            f.service = None;
+        }
+        if f.rule.masks {
+            file.mask(f.at.span);
+        }
+    }
+    super::FileLint {
+        file,
+        findings,
+        jobs: 0,
+        facts: Vec::new(),
+        regs: read.registrations,
+        notes: read.notes,
+    }
+}
+
+/// Runs the schedule rules ([`Scope::Schedule`](crate::finding::Scope): SPEC 3.5, BG1xx
+/// apply to registrations, those that need no manifest declaration; BG104 and BG408
+/// compare with `expected_duration` and the retry policy, which only a manifest carries)
+/// on a registration by presenting it as a job whose only
+/// declarations are its schedule, zone and dialect, so the rules stay written once.
+fn schedule_rules(
+    reg: &Registration,
+    file: &SourceFile,
+    opts: &super::LintOptions,
+    out: &mut Vec<Finding>,
+) {
+    use crate::manifest::model::{Deployment, Field, Job, Manifest};
+    use crate::text::Spanned;
+    let Some(sched) = &reg.schedule else {
+        return;
+    };
+    let scheduler = reg.dialect;
+    let sp = |a: &Spanned<String>| {
+        Field::Ok(Spanned {
+            value: a.value.clone(),
+            span: a.span,
+        })
+    };
+    let manifest = Manifest {
+        deployment: Field::Ok(Spanned {
+            value: Deployment {
+                scheduler: Field::Ok(Spanned {
+                    value: scheduler,
+                    span: reg.span,
+                }),
+                ..Deployment::default()
+            },
+            span: reg.span,
+        }),
+        ..Manifest::default()
+    };
+    let job = Job {
+        name: Field::Ok(Spanned {
+            value: reg.label.replace('`', ""),
+            span: reg.span,
+        }),
+        schedule: sp(sched),
+        timezone: reg.timezone.as_ref().map_or(Field::Absent, sp),
+        enabled: Field::Ok(Spanned {
+            value: !reg.suspended(),
+            span: reg.span,
+        }),
+        span: reg.span,
+        ..Job::default()
+    };
+    let cx = super::JobCx {
+        job: &job,
+        manifest: &manifest,
+        service: "",
+        scheduler,
+        settings: &opts.settings,
+        now: opts.now,
+        text: &file.text,
+        schedule: Some(Schedule::parse(&sched.value, reg.dialect)),
+        tz: match &reg.timezone {
+            None => Some(TimeZone::UTC),
+            Some(z) => TimeZone::get(&z.value).ok(),
+        },
+        gap_12m: std::sync::OnceLock::new(),
+    };
+    let line = file.line_col(reg.span.start).0;
+    let before = out.len();
+    for rule in crate::lint::rules::all()
+        .iter()
+        .filter(|r| r.meta().scope == crate::finding::Scope::Schedule)
+    {
+        let mut em = super::rule::Emitter {
+            meta: rule.meta(),
+            file: 0,
+            service: "",
+            job: Some(&reg.label),
+            job_line: Some(line),
+            out: &mut *out,
+        };
+        rule.check_job(&cx, &mut em);
+    }
+    if reg.zone_assumed {
+        // BG103 speaks of the zone: say that it was assumed, not written.
+        for f in out.iter_mut().skip(before).filter(|f| f.code == "BG103") {
+            f.message.push_str(&format!("; zone: {}", reg.zone_label()));
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! Leaf: the vocabulary every stage shares to talk about its inputs. Positions
+//! ([`Span`], [`Spanned`]), the files they point into ([`SourceFile`]), and the words
+//! messages are made of (did-you-mean, counts, lengths of time). Imports nothing of the
+//! crate.
+
+pub mod duration;
+mod source;
+mod span;
+mod suggest;
+
+pub use source::{Secrets, SourceFile, io_reason};
+pub use span::{Span, Spanned};
+pub use suggest::closest;
+
+/// `1 error`, `2 errors`: counts in messages and reports read as sentences.
+pub fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
