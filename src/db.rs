@@ -16,12 +16,12 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 /// The DSN as it may be shown: its password replaced by `***`.
 pub fn mask(url: &str) -> String {
-    crate::ledger::read::mask_dsn(url)
+    mask_dsn(url)
 }
 
 /// A driver message with the DSN's password (as written) scrubbed from it.
 pub fn scrub(url: &str, message: String) -> String {
-    match crate::ledger::sql::password_of(url) {
+    match password_of(url) {
         Some(pw) => message.replace(pw, "***"),
         None => message,
     }

@@ -18,6 +18,7 @@ pub mod report;
 pub mod schedule;
 pub mod schema;
 pub mod slots;
+pub mod snapshot;
 pub mod sources;
 pub mod store;
 pub mod text;

@@ -13,9 +13,9 @@
 //! unknown zone, empty window) is a [`SlotsError`], which the commands layer renders with
 //! miette and maps to exit code 2.
 
-use crate::lint::rules::bg103_dst_ambiguous_time::{describe, same_clause};
 use crate::manifest::load;
 use crate::manifest::model::Field;
+use crate::schedule::describe::{describe, same_clause};
 use crate::schedule::{Dialect, DstAction, DstEffect, Schedule, format_slot};
 use crate::text::closest;
 use jiff::tz::TimeZone;

@@ -8,7 +8,6 @@
 use super::{AuditJob, jobs_from_manifest};
 use crate::config::Settings;
 use crate::finding::{Finding, Severity};
-use crate::lint::{self, LintOptions};
 use crate::manifest::load::{self, Loaded, map_get};
 use crate::manifest::model::Field;
 use crate::manifest::yaml::Node;
@@ -67,6 +66,12 @@ pub struct NotEvaluable {
     pub problems: Vec<Located>,
 }
 
+/// How a manifest's problems are told: lint's diagnostics for one file (its text with
+/// secrets masked, and its findings), handed in by the caller so the audit never imports
+/// lint. Without one, each problem is told in a plain located line.
+pub type Diagnose =
+    fn(&std::path::Path, &[u8], &Settings) -> (crate::text::SourceFile, Vec<Finding>);
+
 /// Why manifests could not be loaded.
 #[derive(Debug)]
 pub enum ManifestError {
@@ -93,6 +98,7 @@ pub fn load_jobs(
     paths: &[PathBuf],
     settings: &Settings,
     only: &[String],
+    diagnose: Option<Diagnose>,
 ) -> Result<Vec<AuditJob>, ManifestError> {
     let keep = |j: &AuditJob| kept(j, only);
     let mut all_names: Vec<String> = Vec::new();
@@ -104,15 +110,19 @@ pub fn load_jobs(
             ManifestError::Io(format!("cannot read manifest {}: {e}", path.display()))
         })?;
         let (_, loaded) = load::load(&bytes);
-        let opts = LintOptions {
-            paths: vec![path.clone()],
-            settings: settings.clone(),
-            now: jiff::Timestamp::now(),
+        let (file, findings) = match diagnose {
+            Some(d) => d(path, &bytes, settings),
+            None => (
+                crate::text::SourceFile::new(
+                    path.clone(),
+                    path.display().to_string(),
+                    String::from_utf8_lossy(&bytes).into_owned(),
+                ),
+                Vec::new(),
+            ),
         };
-        let linted = lint::lint_manifest(path, &bytes, &opts);
         let src = Arc::new(
-            NamedSource::new(&linted.file.display, linted.file.shown_text().to_owned())
-                .with_language("yaml"),
+            NamedSource::new(&file.display, file.shown_text().to_owned()).with_language("yaml"),
         );
         let located = |f: &Finding| Located {
             code: format!("{} {}", f.code, f.name),
@@ -124,8 +134,7 @@ pub fn load_jobs(
         if loaded.root.is_none() {
             let before = problems.len();
             problems.extend(
-                linted
-                    .findings
+                findings
                     .iter()
                     .filter(|f| f.severity == Severity::Error)
                     .take(3)
@@ -134,7 +143,7 @@ pub fn load_jobs(
             if problems.len() == before {
                 problems.push(Located {
                     code: "manifest".into(),
-                    message: format!("{} is not a manifest", linted.file.display),
+                    message: format!("{} is not a manifest", file.display),
                     help: None,
                     src: src.clone(),
                     span: Span::new(0, 0),
@@ -154,8 +163,7 @@ pub fn load_jobs(
         if evaluated && let Some(node) = bad_dialect(&loaded) {
             let before = problems.len();
             problems.extend(
-                linted
-                    .findings
+                findings
                     .iter()
                     .filter(|f| within(f.at.span, node.span))
                     .map(located),
@@ -179,8 +187,7 @@ pub fn load_jobs(
                 blocked_jobs += 1;
                 let before = problems.len();
                 problems.extend(
-                    linted
-                        .findings
+                    findings
                         .iter()
                         .filter(|f| f.job.as_deref() == Some(j.name.as_str()))
                         .filter(|f| {

@@ -33,6 +33,9 @@ pub struct RunOptions {
     /// The offset `--from` was written with (`None` for `Z`): the report's zone without
     /// `--timezone`.
     pub from_offset: Option<jiff::tz::Offset>,
+    /// Lint's diagnostics for a manifest job the audit cannot evaluate (the commands layer
+    /// passes `lint::diagnose_manifest`); `None`: plain located lines.
+    pub diagnose: Option<crate::audit::manifests::Diagnose>,
 }
 
 /// Why the audit could not run (exit 2).
@@ -95,7 +98,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     for p in &o.manifests {
         manifest_paths.extend(manifests::discover(p).map_err(AuditError::CannotRun)?);
     }
-    let jobs = match manifests::load_jobs(&manifest_paths, &o.settings, &o.jobs) {
+    let jobs = match manifests::load_jobs(&manifest_paths, &o.settings, &o.jobs, o.diagnose) {
         Ok(jobs) => jobs,
         Err(ManifestError::Io(m)) => return Err(AuditError::CannotRun(m)),
         Err(ManifestError::NotEvaluable(e)) => return Err(AuditError::Manifest(Box::new(e))),

@@ -9,9 +9,8 @@
 
 use super::AuditJob;
 use super::SnapshotSpec;
+pub use crate::snapshot::{SnapshotCheck, compact, digest};
 use jiff::Timestamp;
-use sha2::{Digest, Sha256};
-use std::path::{Component, Path, PathBuf};
 
 /// At most this many missing keys are listed in an AU202 finding (the count is exact).
 pub const MAX_KEYS: usize = 20;
@@ -30,16 +29,6 @@ pub enum Outcome {
         missing: Vec<String>,
         missing_count: u64,
     },
-}
-
-pub struct SnapshotCheck {
-    root: PathBuf,
-    canon_root: Option<PathBuf>,
-}
-
-/// `{scheduled_at_compact}`: `20260301T020000Z`.
-pub fn compact(t: Timestamp) -> String {
-    t.strftime("%Y%m%dT%H%M%SZ").to_string()
 }
 
 /// Fills a snapshot template for one slot; `Err` names the placeholder it cannot fill.
@@ -69,44 +58,7 @@ pub fn resolve(template: &str, job: &AuditJob, t: Timestamp) -> Result<String, S
     Ok(out)
 }
 
-/// `sha256:<hex>` of bytes.
-pub fn digest(bytes: &[u8]) -> String {
-    let d = Sha256::digest(bytes);
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    for b in d.iter() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
-
 impl SnapshotCheck {
-    pub fn new(root: PathBuf) -> SnapshotCheck {
-        let canon_root = root.canonicalize().ok();
-        SnapshotCheck { root, canon_root }
-    }
-
-    /// Confines `rel` to the root; `Err` says why it is refused.
-    pub fn confine(&self, rel: &str) -> Result<PathBuf, String> {
-        let p = Path::new(rel);
-        for c in p.components() {
-            match c {
-                Component::ParentDir => return Err(format!("`{rel}` contains `..`")),
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(format!("`{rel}` is absolute"));
-                }
-                _ => {}
-            }
-        }
-        let full = self.root.join(p);
-        if let (Some(root), Ok(canon)) = (&self.canon_root, full.canonicalize())
-            && !canon.starts_with(root)
-        {
-            return Err(format!("`{rel}` leads outside the snapshot root"));
-        }
-        Ok(full)
-    }
-
     pub fn check(
         &mut self,
         job: &AuditJob,
@@ -219,6 +171,7 @@ fn csv_keys(text: &str, key: &str, visit: &mut dyn FnMut(&str)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn confinement_refuses_escapes() {

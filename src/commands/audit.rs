@@ -29,6 +29,7 @@ pub(super) fn run(args: AuditArgs) -> Result<Outcome, Error> {
             LedgerFormat::Csv => FileFormat::Csv,
             LedgerFormat::Jsonl => FileFormat::Jsonl,
         }),
+        diagnose: Some(crate::lint::diagnose_manifest),
     };
     let result = crate::audit::run::run(&opts).map_err(|e| match e {
         AuditError::Manifest(e) => Error::AuditManifest(e),

@@ -49,14 +49,9 @@ pub fn timings(ttl: Duration) -> Result<(Duration, Duration), String> {
     Ok((grace, safety))
 }
 
-/// `delay(i)` of SPEC 3.1 before attempt i+1, from the same computation as BG408's
-/// retry window (the delays of i+1 attempts less those of i).
+/// `delay(i)` of SPEC 3.1 before attempt i+1 (the model's one definition).
 pub fn delay(retry: &Retry, i: u64) -> Duration {
-    use crate::lint::rules::bg408_retry_window_exceeds_interval::retry_window;
-    use crate::manifest::duration::Duration as D;
-    let with = retry_window(retry, i.saturating_add(1), D(0)).1;
-    let without = retry_window(retry, i, D(0)).1;
-    Duration::from_secs(u64::try_from(with.saturating_sub(without)).unwrap_or(u64::MAX))
+    Duration::from_secs(crate::manifest::retry::delay_secs(retry, i))
 }
 
 fn hostname() -> String {
@@ -293,7 +288,7 @@ impl Plan {
 
     pub fn lock_key(&self, slot: Timestamp, run_id: &str) -> Result<String, String> {
         let s = store::rfc3339(slot);
-        let c = crate::audit::snapshot::compact(slot);
+        let c = crate::snapshot::compact(slot);
         template::render(&self.lock_key, &self.values(&s, &c, run_id, "1", None))
             .map_err(|e| format!("lock.key: {e}"))
     }
@@ -305,16 +300,16 @@ impl Plan {
             return (None, None);
         };
         let s = store::rfc3339(slot);
-        let c = crate::audit::snapshot::compact(slot);
+        let c = crate::snapshot::compact(slot);
         let Ok(path) = template::render(t, &self.values(&s, &c, "", "", None)) else {
             return (None, None);
         };
-        let check = crate::audit::snapshot::SnapshotCheck::new(PathBuf::from("."));
+        let check = crate::snapshot::SnapshotCheck::new(PathBuf::from("."));
         let digest = check
             .confine(&path)
             .ok()
             .and_then(|p| std::fs::read(p).ok())
-            .map(|b| crate::audit::snapshot::digest(&b));
+            .map(|b| crate::snapshot::digest(&b));
         (Some(path), digest)
     }
 
@@ -326,7 +321,7 @@ impl Plan {
         snapshot: Option<&str>,
     ) -> Result<Vec<String>, String> {
         let s = store::rfc3339(slot);
-        let c = crate::audit::snapshot::compact(slot);
+        let c = crate::snapshot::compact(slot);
         let a = attempt.to_string();
         let values = self.values(&s, &c, run_id, &a, snapshot);
         self.command

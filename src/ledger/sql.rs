@@ -241,9 +241,6 @@ fn plain(m: String) -> String {
     }
 }
 
-/// Kept at its old path; the scrubbing lives with the other database services.
-pub(crate) use crate::db::password_of;
-
 pub(crate) fn read_postgres<R: LedgerRow>(
     url: &str,
     table: &str,

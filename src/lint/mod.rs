@@ -626,6 +626,22 @@ pub fn lint_bytes(
 
 /// Lints one manifest's bytes on its own (suppressions judged in it alone), keeping the
 /// facts the cross-file rules need.
+/// One manifest's lint, as the audit shows it for a job it cannot evaluate: the file (its
+/// secrets masked) and its findings, suppressions judged.
+pub fn diagnose_manifest(
+    path: &Path,
+    bytes: &[u8],
+    settings: &Settings,
+) -> (SourceFile, Vec<Finding>) {
+    let opts = LintOptions {
+        paths: vec![path.to_path_buf()],
+        settings: settings.clone(),
+        now: jiff::Timestamp::now(),
+    };
+    let linted = lint_manifest(path, bytes, &opts);
+    (linted.file, linted.findings)
+}
+
 pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
     let mut r = read_manifest(path, bytes, opts);
     let findings = std::mem::take(&mut r.findings);

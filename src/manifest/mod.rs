@@ -3,6 +3,7 @@
 pub mod duration;
 pub mod load;
 pub mod model;
+pub mod retry;
 pub mod template;
 pub mod yaml;
 pub mod zone;

@@ -18,6 +18,7 @@
 //! Time zones come from jiff with its bundled tz database (`tzdb-bundle-always`), so
 //! slots do not depend on the machine's zoneinfo and CI and laptops agree.
 
+pub mod describe;
 mod eval;
 mod gap;
 mod parse;

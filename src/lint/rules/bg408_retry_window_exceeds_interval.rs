@@ -2,7 +2,6 @@ use crate::declare_rule;
 use crate::lint::JobCx;
 use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::duration::Duration;
-use crate::manifest::model::{Backoff, Retry};
 
 declare_rule! {
     /// ## What it does
@@ -70,7 +69,7 @@ impl Rule for RetryWindowExceedsInterval {
         else {
             return;
         };
-        let (window, delays) = retry_window(retry, attempts, *expected);
+        let (window, delays) = crate::manifest::retry::retry_window(retry, attempts, *expected);
         let Some(gap) = cx.shortest_gap_12m() else {
             return;
         };
@@ -100,40 +99,6 @@ impl Rule for RetryWindowExceedsInterval {
             ),
         );
     }
-}
-
-/// The retry window of SPEC 3.1 in seconds, and the part of it that is delays
-/// (saturating: a window beyond any schedule's gap needs no exact figure).
-pub(crate) fn retry_window(retry: &Retry, attempts: u64, expected: Duration) -> (u128, u128) {
-    let runs = u128::from(attempts) * u128::from(expected.secs());
-    let n = u128::from(attempts.saturating_sub(1));
-    let initial = u128::from(retry.initial_delay.value().map_or(0, |d| d.secs()));
-    let cap = retry.max_delay.value().map(|d| u128::from(d.secs()));
-    let delays = match retry.backoff.value() {
-        None => 0,
-        Some(Backoff::Fixed) => n.saturating_mul(initial),
-        Some(Backoff::Exponential) => {
-            let mut total: u128 = 0;
-            let mut d = initial;
-            let mut i: u128 = 0;
-            while i < n && d > 0 {
-                if let Some(m) = cap
-                    && d >= m
-                {
-                    total = total.saturating_add((n - i).saturating_mul(m));
-                    break;
-                }
-                total = total.saturating_add(d);
-                if total >= u128::from(u64::MAX) {
-                    break;
-                }
-                d = d.saturating_mul(2);
-                i += 1;
-            }
-            total
-        }
-    };
-    (runs.saturating_add(delays), delays)
 }
 
 #[cfg(test)]
