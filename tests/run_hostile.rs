@@ -2,26 +2,13 @@
 //! file, the `BATCHGUARD_ERROR` file, spool files, and a `--report` path that cannot be
 //! written. Never a panic; every refusal located; nothing dropped silently.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{bin, sh};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const SLOT: &str = "2026-03-01T02:00:00Z";
-
-/// The binary under test; `BATCHGUARD_BIN` overrides it (a target directory shared by
-/// several checkouts may hold another checkout's build at `target/debug`).
-fn bin() -> PathBuf {
-    std::env::var_os("BATCHGUARD_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_batchguard")))
-}
-
-fn sh(script: &str) -> String {
-    format!(
-        "[\"sh\", \"-c\", {}]",
-        serde_json::to_string(script).expect("json")
-    )
-}
 
 fn manifest(dir: &Path, script: &str) {
     let text = format!(

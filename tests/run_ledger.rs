@@ -2,30 +2,17 @@
 //! the store, the events and outputs go to a JSONL file or another SQLite database, and an
 //! unreachable ledger is spooled and written later. Real processes, real files.
 
+mod common;
 #[path = "common/pgdb.rs"]
 mod pgdb;
 
-use std::path::{Path, PathBuf};
+use common::{bin, sh};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const SLOT: &str = "2026-03-01T02:00:00Z";
 const NEXT: &str = "2026-03-01T02:01:00Z";
-
-/// The binary under test; `BATCHGUARD_BIN` overrides it (a target directory shared by
-/// several checkouts may hold another checkout's build at `target/debug`).
-fn bin() -> PathBuf {
-    std::env::var_os("BATCHGUARD_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_batchguard")))
-}
-
-fn sh(script: &str) -> String {
-    format!(
-        "[\"sh\", \"-c\", {}]",
-        serde_json::to_string(script).expect("json")
-    )
-}
 
 /// A job that applies output `k1`, says it started, and waits for `go` before exiting 0.
 fn case() -> tempfile::TempDir {

@@ -1,15 +1,13 @@
 //! `batchguard run` end to end, one outcome of SPEC 7.1 items 6–12 per test: real
 //! processes, a real SQLite store file in a temporary directory.
 
+mod common;
+use common::{bin, sh};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const SLOT: &str = "2026-03-01T02:00:00Z";
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_batchguard"))
-}
 
 struct Case {
     dir: tempfile::TempDir,
@@ -122,13 +120,6 @@ struct Ev {
 
 const NO_RETRY: &str = "      max_attempts: 1\n";
 const RETRY3: &str = "      max_attempts: 3\n      backoff: fixed\n      initial_delay: 0s\n      retryable: [ETIMEDOUT]\n      fatal: [VALIDATION_ERROR]\n      on_unknown: dead_letter\n";
-
-fn sh(script: &str) -> String {
-    format!(
-        "[\"sh\", \"-c\", {}]",
-        serde_json::to_string(script).expect("json")
-    )
-}
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -3,18 +3,15 @@
 //! idempotent migrate, retries with new fences, fifty contenders on one slot, and what
 //! `audit` reads back. Each test has a database of its own (`tests/common/pgdb.rs`).
 
+mod common;
 #[path = "common/pgdb.rs"]
 mod pgdb;
 
+use common::bin;
 use pgdb::{Proxy, TestDb, round_trips};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 const SLOT: &str = "2026-03-01T02:00:00Z";
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_batchguard"))
-}
 
 struct Case {
     dir: tempfile::TempDir,

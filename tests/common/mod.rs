@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use assert_cmd::Command;
+use std::path::PathBuf;
 
 /// The `--now` of every lint test: look-ahead rules (BG102, BG103) count from it.
 pub const NOW: &str = "2026-03-01T00:00:00Z";
@@ -49,4 +50,18 @@ pub fn need_node(min_major: u32) -> bool {
     );
     eprintln!("skipped: node {min_major}+ is not on PATH");
     false
+}
+
+/// The `batchguard` binary this test run built, for tests that spawn it as a scheduler
+/// would (`std::process::Command`, signals, process groups).
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_batchguard"))
+}
+
+/// A manifest `command:` value that runs `script` under `sh -c`, as a YAML flow list.
+pub fn sh(script: &str) -> String {
+    format!(
+        "[\"sh\", \"-c\", {}]",
+        serde_json::to_string(script).expect("json")
+    )
 }
