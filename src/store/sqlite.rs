@@ -60,43 +60,9 @@ impl SqliteStore {
     /// `migrate`: runs the (idempotent) DDL even when the file says it is current, so
     /// a dropped table comes back.
     pub fn open_with(path: &Path, migrate: bool) -> Result<SqliteStore, StoreError> {
-        let shown = format!("sqlite:{}", path.display());
-        let rt = crate::db::runtime().map_err(StoreError)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError(format!("{shown}: cannot create {}: {e}", dir.display()))
-            })?;
-        }
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(BUSY_TIMEOUT);
+        let (rt, mut conn, shown) = connect(path)?;
         let fail = |what: &str, e: sqlx::Error| StoreError(format!("{shown}: {what}: {e}"));
-        let conn = rt.block_on(async {
-            let mut conn = SqliteConnection::connect_with(&options)
-                .await
-                .map_err(|e| fail("cannot open", e))?;
-            // Each `run` is a short process: the checkpoint SQLite runs when the last
-            // connection closes (and the WAL file it deletes and recreates, with their
-            // fsyncs) would cost every run; the WAL's auto-checkpoint still bounds it.
-            {
-                let mut h = conn
-                    .lock_handle()
-                    .await
-                    .map_err(|e| fail("cannot open", e))?;
-                // SAFETY: a valid handle, held locked for the call; the option takes an int
-                // and an optional int* for the previous value.
-                unsafe {
-                    libsqlite3_sys::sqlite3_db_config(
-                        h.as_raw_handle().as_ptr(),
-                        libsqlite3_sys::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-                        1 as std::ffi::c_int,
-                        std::ptr::null_mut::<std::ffi::c_int>(),
-                    );
-                }
-            }
+        rt.block_on(async {
             let version: i64 = sqlx::query_scalar("PRAGMA user_version")
                 .fetch_one(&mut conn)
                 .await
@@ -119,7 +85,7 @@ impl SqliteStore {
                 .await
                 .map_err(|e| fail("cannot create the tables", e))?;
             }
-            Ok::<_, StoreError>(conn)
+            Ok::<_, StoreError>(())
         })?;
         Ok(SqliteStore {
             rt,
@@ -132,25 +98,9 @@ impl SqliteStore {
     /// A ledger apart from the store: the file gets the ledger tables only (idempotent
     /// DDL, so a file that is also a store keeps its own tables).
     pub fn open_ledger(path: &Path) -> Result<SqliteStore, StoreError> {
-        let shown = format!("sqlite:{}", path.display());
-        let rt = crate::db::runtime().map_err(StoreError)?;
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(BUSY_TIMEOUT);
-        let fail = |what: &str, e: sqlx::Error| StoreError(format!("{shown}: {what}: {e}"));
-        let conn = rt.block_on(async {
-            let mut conn = SqliteConnection::connect_with(&options)
-                .await
-                .map_err(|e| fail("cannot open", e))?;
-            sqlx::raw_sql(sqlx::AssertSqlSafe(DDL[0]))
-                .execute(&mut conn)
-                .await
-                .map_err(|e| fail("cannot create the ledger tables", e))?;
-            Ok::<_, StoreError>(conn)
-        })?;
+        let (rt, mut conn, shown) = connect(path)?;
+        rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(DDL[0])).execute(&mut conn))
+            .map_err(|e| StoreError(format!("{shown}: cannot create the ledger tables: {e}")))?;
         Ok(SqliteStore {
             rt,
             conn,
@@ -552,4 +502,45 @@ impl Ledger for SqliteStore {
         }));
         result.map_err(|e| self.fail("cannot write to the ledger", e))
     }
+}
+
+/// Opens the file (its folder created) in WAL mode with the busy timeout, on a runtime of
+/// its own, shown as `sqlite:PATH`. Each `run` is a short process: the checkpoint SQLite
+/// runs when the last connection closes (and the WAL file it deletes and recreates, with
+/// their fsyncs) would cost every run, so it is turned off; the WAL's auto-checkpoint
+/// still bounds the file.
+fn connect(path: &Path) -> Result<(tokio::runtime::Runtime, SqliteConnection, String), StoreError> {
+    let shown = format!("sqlite:{}", path.display());
+    let rt = crate::db::runtime().map_err(StoreError)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError(format!("{shown}: cannot create {}: {e}", dir.display())))?;
+    }
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(BUSY_TIMEOUT);
+    let fail = |e: sqlx::Error| StoreError(format!("{shown}: cannot open: {e}"));
+    let conn = rt.block_on(async {
+        let mut conn = SqliteConnection::connect_with(&options)
+            .await
+            .map_err(fail)?;
+        {
+            let mut h = conn.lock_handle().await.map_err(fail)?;
+            // SAFETY: a valid handle, held locked for the call; the option takes an int
+            // and an optional int* for the previous value.
+            unsafe {
+                libsqlite3_sys::sqlite3_db_config(
+                    h.as_raw_handle().as_ptr(),
+                    libsqlite3_sys::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                    1 as std::ffi::c_int,
+                    std::ptr::null_mut::<std::ffi::c_int>(),
+                );
+            }
+        }
+        Ok::<_, StoreError>(conn)
+    })?;
+    Ok((rt, conn, shown))
 }
