@@ -52,15 +52,6 @@ impl ScheduleCx<'_> {
             _ => None,
         }
     }
-
-    /// `now` plus `months` calendar months (in UTC), for the rules that look ahead.
-    pub fn now_plus_months(&self, months: i64) -> jiff::Timestamp {
-        self.now
-            .to_zoned_datetime(TimeZone::UTC)
-            .checked_add(jiff::Span::new().months(months))
-            .map(|z| z.timestamp())
-            .unwrap_or(jiff::Timestamp::MAX)
-    }
 }
 
 /// What a per-job rule sees.
@@ -97,7 +88,11 @@ impl JobCx<'_> {
     pub fn shortest_gap_12m(&self) -> Option<SignedDuration> {
         *self.gap_12m.get_or_init(|| {
             let (s, tz) = self.sched.schedule_in_zone()?;
-            s.shortest_gap(tz, self.sched.now, self.sched.now_plus_months(12))
+            s.shortest_gap(
+                tz,
+                self.sched.now,
+                crate::schedule::year_after(self.sched.now),
+            )
         })
     }
 }

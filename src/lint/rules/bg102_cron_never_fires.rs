@@ -47,7 +47,7 @@ impl Rule for CronNeverFires {
         let (Some((sched, tz)), Some(expr)) = (cx.schedule_in_zone(), cx.expr) else {
             return;
         };
-        let horizon = cx.now_plus_months(60);
+        let horizon = crate::schedule::months_after(cx.now, 60);
         // A slot exactly at `now` counts as an occurrence.
         let start = cx
             .now

@@ -60,7 +60,7 @@ impl Rule for DstAmbiguousTime {
         };
         let tz = sched.zone(tz);
         let effects: Vec<DstEffect> = sched
-            .dst_effects(tz, cx.now, cx.now_plus_months(12))
+            .dst_effects(tz, cx.now, crate::schedule::year_after(cx.now))
             .into_iter()
             .filter(|e| !e.ordinary)
             .collect();
