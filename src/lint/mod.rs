@@ -13,7 +13,7 @@ use crate::finding::{Finding, Location, Scope, Severity};
 use crate::manifest::load::{self, Loaded};
 use crate::manifest::model::{Field, Job, Manifest};
 use crate::schedule::{CronError, Dialect, Schedule};
-use crate::text::SourceFile;
+use crate::text::{SourceFile, Spanned};
 use jiff::SignedDuration;
 use jiff::tz::TimeZone;
 use rayon::prelude::*;
@@ -21,23 +21,50 @@ use rule::Emitter;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// What a schedule rule ([`Scope::Schedule`]) sees: a schedule, its zone and dialect,
+/// from a manifest job or a registration alike, so those rules are written once and
+/// run on both without the one posing as the other.
+pub struct ScheduleCx<'a> {
+    /// The job's name as messages show it.
+    pub name: &'a str,
+    /// `schedule` as written; `None` when absent or not a string (BG003/BG004).
+    pub expr: Option<&'a Spanned<String>>,
+    /// `timezone` as written; `None` when absent (UTC) or not a string.
+    pub zone: Option<&'a Spanned<String>>,
+    /// False for a job with `enabled: false` or a suspended registration: not scheduled.
+    pub enabled: bool,
+    /// The cron dialect the schedule is read in (SPEC 4).
+    pub dialect: Dialect,
+    pub now: jiff::Timestamp,
+    pub text: &'a str,
+    /// `expr` as `dialect` reads it, parsed once for every schedule rule.
+    pub schedule: Option<Result<Schedule, CronError>>,
+    /// The time zone: UTC when `timezone` is absent, `None` when it names no IANA zone
+    /// (BG105) or is not a string.
+    pub tz: Option<TimeZone>,
+}
+
+impl ScheduleCx<'_> {
+    /// The parsed schedule and its zone, when both are valid.
+    pub fn schedule_in_zone(&self) -> Option<(&Schedule, &TimeZone)> {
+        match (&self.schedule, &self.tz) {
+            (Some(Ok(s)), Some(tz)) => Some((s, tz)),
+            _ => None,
+        }
+    }
+}
+
 /// What a per-job rule sees.
 pub struct JobCx<'a> {
     pub job: &'a Job,
     pub manifest: &'a Manifest,
     pub service: &'a str,
-    /// The job's cron dialect: its effective deployment's scheduler (`jobs[].deployment`
-    /// over the manifest's `deployment`, SPEC 2), else the platform's default (SPEC 4).
-    pub scheduler: Dialect,
     pub settings: &'a Settings,
-    pub now: jiff::Timestamp,
     pub text: &'a str,
-    /// The job's schedule as its dialect reads it, parsed once for every schedule rule
-    /// (BG101-BG106, BG408); `None` when `schedule` is absent or not a string (BG003/BG004).
-    pub schedule: Option<Result<Schedule, CronError>>,
-    /// The job's time zone: UTC when `timezone` is absent, `None` when it names no IANA
-    /// zone (BG105) or is not a string.
-    pub tz: Option<TimeZone>,
+    /// The job's schedule: its dialect is its effective deployment's scheduler
+    /// (`jobs[].deployment` over the manifest's `deployment`, SPEC 2), else the
+    /// platform's default (SPEC 4).
+    pub sched: ScheduleCx<'a>,
     /// The shortest gap between slots over the 12 months from `now`, computed on first use.
     gap_12m: OnceLock<Option<SignedDuration>>,
 }
@@ -52,24 +79,7 @@ impl JobCx<'_> {
 
     /// The dialect the job's schedule is read in (SPEC 4).
     pub fn dialect(&self) -> Dialect {
-        self.scheduler
-    }
-
-    /// The parsed schedule and its zone, when both are valid.
-    pub fn schedule_in_zone(&self) -> Option<(&Schedule, &TimeZone)> {
-        match (&self.schedule, &self.tz) {
-            (Some(Ok(s)), Some(tz)) => Some((s, tz)),
-            _ => None,
-        }
-    }
-
-    /// `now` plus `months` calendar months (in UTC), for the rules that look ahead.
-    pub fn now_plus_months(&self, months: i64) -> jiff::Timestamp {
-        self.now
-            .to_zoned_datetime(TimeZone::UTC)
-            .checked_add(jiff::Span::new().months(months))
-            .map(|z| z.timestamp())
-            .unwrap_or(jiff::Timestamp::MAX)
+        self.sched.dialect
     }
 
     /// The shortest real-time gap between slots over the 12 months from `now`, DST
@@ -77,8 +87,12 @@ impl JobCx<'_> {
     /// fewer than two slots.
     pub fn shortest_gap_12m(&self) -> Option<SignedDuration> {
         *self.gap_12m.get_or_init(|| {
-            let (s, tz) = self.schedule_in_zone()?;
-            s.shortest_gap(tz, self.now, self.now_plus_months(12))
+            let (s, tz) = self.sched.schedule_in_zone()?;
+            s.shortest_gap(
+                tz,
+                self.sched.now,
+                crate::schedule::year_after(self.sched.now),
+            )
         })
     }
 }
@@ -762,15 +776,22 @@ fn run_job_rules(
             job,
             manifest,
             service,
-            scheduler,
             settings: &opts.settings,
-            now: opts.now,
             text: &file.text,
-            schedule: job.schedule.value().map(|e| Schedule::parse(e, scheduler)),
-            tz: match &job.timezone {
-                Field::Absent => Some(TimeZone::UTC),
-                Field::Ok(name) => TimeZone::get(&name.value).ok(),
-                Field::Invalid => None,
+            sched: ScheduleCx {
+                name: job.name.value().map_or("(unnamed job)", String::as_str),
+                expr: job.schedule.get(),
+                zone: job.timezone.get(),
+                enabled: job.enabled.value() != Some(&false),
+                dialect: scheduler,
+                now: opts.now,
+                text: &file.text,
+                schedule: job.schedule.value().map(|e| Schedule::parse(e, scheduler)),
+                tz: match &job.timezone {
+                    Field::Absent => Some(TimeZone::UTC),
+                    Field::Ok(name) => TimeZone::get(&name.value).ok(),
+                    Field::Invalid => None,
+                },
             },
             gap_12m: OnceLock::new(),
         };
@@ -787,6 +808,7 @@ fn run_job_rules(
                 job_line: line,
                 out,
             };
+            rule.check_schedule(&cx.sched, &mut em);
             rule.check_job(&cx, &mut em);
         }
     }

@@ -105,59 +105,23 @@ pub fn lint_source(
 /// Runs the schedule rules ([`Scope::Schedule`](crate::finding::Scope): SPEC 3.5, BG1xx
 /// apply to registrations, those that need no manifest declaration; BG104 and BG408
 /// compare with `expected_duration` and the retry policy, which only a manifest carries)
-/// on a registration by presenting it as a job whose only
-/// declarations are its schedule, zone and dialect, so the rules stay written once.
+/// on a registration's schedule, zone and dialect.
 fn schedule_rules(
     reg: &Registration,
     file: &SourceFile,
     opts: &super::LintOptions,
     out: &mut Vec<Finding>,
 ) {
-    use crate::manifest::model::{Deployment, Field, Job, Manifest};
-    use crate::text::Spanned;
     let Some(sched) = &reg.schedule else {
         return;
     };
-    let scheduler = reg.dialect;
-    let sp = |a: &Spanned<String>| {
-        Field::Ok(Spanned {
-            value: a.value.clone(),
-            span: a.span,
-        })
-    };
-    let manifest = Manifest {
-        deployment: Field::Ok(Spanned {
-            value: Deployment {
-                scheduler: Field::Ok(Spanned {
-                    value: scheduler,
-                    span: reg.span,
-                }),
-                ..Deployment::default()
-            },
-            span: reg.span,
-        }),
-        ..Manifest::default()
-    };
-    let job = Job {
-        name: Field::Ok(Spanned {
-            value: reg.label.replace('`', ""),
-            span: reg.span,
-        }),
-        schedule: sp(sched),
-        timezone: reg.timezone.as_ref().map_or(Field::Absent, sp),
-        enabled: Field::Ok(Spanned {
-            value: !reg.suspended(),
-            span: reg.span,
-        }),
-        span: reg.span,
-        ..Job::default()
-    };
-    let cx = super::JobCx {
-        job: &job,
-        manifest: &manifest,
-        service: "",
-        scheduler,
-        settings: &opts.settings,
+    let name = reg.label.replace('`', "");
+    let cx = super::ScheduleCx {
+        name: &name,
+        expr: Some(sched),
+        zone: reg.timezone.as_ref(),
+        enabled: !reg.suspended(),
+        dialect: reg.dialect,
         now: opts.now,
         text: &file.text,
         schedule: Some(Schedule::parse(&sched.value, reg.dialect)),
@@ -165,7 +129,6 @@ fn schedule_rules(
             None => Some(TimeZone::UTC),
             Some(z) => TimeZone::get(&z.value).ok(),
         },
-        gap_12m: std::sync::OnceLock::new(),
     };
     let line = file.line_col(reg.span.start).0;
     let before = out.len();
@@ -181,7 +144,7 @@ fn schedule_rules(
             job_line: Some(line),
             out: &mut *out,
         };
-        rule.check_job(&cx, &mut em);
+        rule.check_schedule(&cx, &mut em);
     }
     if reg.zone_assumed {
         // BG103 speaks of the zone: say that it was assumed, not written.

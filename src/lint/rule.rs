@@ -1,6 +1,6 @@
 //! What a rule is: metadata and documentation in one place, and the logic next to it.
 
-use super::{FileCx, JobCx};
+use super::{FileCx, JobCx, ScheduleCx};
 use crate::finding::{Declared, Finding, Location, RuleMeta};
 use crate::text::Span;
 
@@ -9,6 +9,9 @@ use crate::text::Span;
 pub trait Rule: Declared + Sync {
     /// Looks at one job (defaults merged in).
     fn check_job(&self, _cx: &JobCx, _out: &mut Emitter) {}
+    /// Looks at one schedule, a manifest job's or a registration's
+    /// ([`Scope::Schedule`](crate::finding::Scope) rules).
+    fn check_schedule(&self, _cx: &ScheduleCx, _out: &mut Emitter) {}
     /// Looks at the whole file as written (every YAML value).
     fn check_file(&self, _cx: &FileCx, _out: &mut Emitter) {}
     /// Looks at one registration (Kubernetes CronJob, PM2 app, crontab line) in its file.

@@ -6,8 +6,6 @@ use crate::schedule::{Dialect, Schedule};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
-const YEAR_SECS: i64 = 366 * 24 * 3600;
-
 /// Distinct schedules of one command compared slot by slot. Real trees have a handful; the
 /// cap bounds time and memory (a minutely schedule is ~527,000 slots a year) on hostile input.
 pub const MAX_SCHEDULES_PER_COMMAND: usize = 32;
@@ -22,7 +20,7 @@ fn tz_of(name: &str) -> Option<TimeZone> {
 pub fn year_slots(expr: &str, dialect: Dialect, zone: &str, now: Timestamp) -> Option<Vec<i64>> {
     let s = Schedule::parse(expr, dialect).ok()?;
     let tz = tz_of(zone)?;
-    let to = Timestamp::from_second(now.as_second().saturating_add(YEAR_SECS)).ok()?;
+    let to = crate::schedule::slot_year_after(now)?;
     Some(
         s.slots(&tz, now, to)
             .into_iter()

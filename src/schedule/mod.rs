@@ -576,3 +576,48 @@ pub fn format_slot(t: Timestamp, tz: &TimeZone) -> String {
         .strftime("%Y-%m-%dT%H:%M:%S%:z")
         .to_string()
 }
+
+/// `now` plus `months` calendar months in UTC; the latest instant when that lies past
+/// the calendar's end. The schedule rules' look-ahead windows (BG102's 5 years,
+/// BG103/BG104/BG408's 12 months) are measured with it.
+pub fn months_after(now: Timestamp, months: i64) -> Timestamp {
+    now.to_zoned_datetime(TimeZone::UTC)
+        .checked_add(jiff::Span::new().months(months))
+        .map(|z| z.timestamp())
+        .unwrap_or(Timestamp::MAX)
+}
+
+/// The end of "the 12 months from `now`": the window in which a schedule's DST effects
+/// (BG103) and shortest gap (BG104, BG408) are found.
+pub fn year_after(now: Timestamp) -> Timestamp {
+    months_after(now, 12)
+}
+
+/// The end of the window in which the cross-file rules compare slots (BG601, BG608):
+/// 366 days, so a year is whole whether or not it holds a February 29th. It is a day
+/// longer than [`year_after`] outside leap years, and BG608 prints the slot counts it
+/// gives (8784 hourly slots, not 8760): moving it to [`year_after`] changes those
+/// messages, so it stays until that is done as a deliberate change. `None` past the
+/// calendar's end: no slots are compared then.
+pub fn slot_year_after(now: Timestamp) -> Option<Timestamp> {
+    now.checked_add(SignedDuration::from_hours(366 * 24)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_year_ahead_is_twelve_calendar_months_for_rules_and_366_days_for_slots() {
+        let now = ts("2026-03-01T00:00:00Z");
+        assert_eq!(year_after(now), ts("2027-03-01T00:00:00Z"));
+        assert_eq!(months_after(now, 60), ts("2031-03-01T00:00:00Z"));
+        assert_eq!(slot_year_after(now), Some(ts("2027-03-02T00:00:00Z")));
+        assert_eq!(year_after(Timestamp::MAX), Timestamp::MAX);
+        assert_eq!(slot_year_after(Timestamp::MAX), None);
+    }
+}

@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::JobCx;
+use crate::lint::ScheduleCx;
 use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::yaml::{Node, Value, scalar_offset};
 use crate::schedule::{CronError, CronErrorKind};
@@ -48,8 +48,8 @@ declare_rule! {
 }
 
 impl Rule for InvalidCron {
-    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
+    fn check_schedule(&self, cx: &ScheduleCx, out: &mut Emitter) {
+        let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.expr) else {
             return;
         };
         if matches!(
@@ -62,15 +62,12 @@ impl Rule for InvalidCron {
             error_span(cx.text, expr, err),
             format!(
                 "job `{}`: `{}` is not a valid {} schedule: {}",
-                cx.job_name(),
-                expr.value,
-                cx.dialect(),
-                err.message
+                cx.name, expr.value, cx.dialect, err.message
             ),
             format!(
                 "fix the marked part; the {} dialect takes {}",
-                cx.dialect(),
-                fields_of(cx.dialect())
+                cx.dialect,
+                fields_of(cx.dialect)
             ),
         );
     }

@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::JobCx;
+use crate::lint::ScheduleCx;
 use crate::lint::rule::{Emitter, Rule};
 use jiff::SignedDuration;
 
@@ -40,14 +40,14 @@ declare_rule! {
 }
 
 impl Rule for CronNeverFires {
-    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        if cx.job.enabled.value() == Some(&false) {
+    fn check_schedule(&self, cx: &ScheduleCx, out: &mut Emitter) {
+        if !cx.enabled {
             return;
         }
-        let (Some((sched, tz)), Some(expr)) = (cx.schedule_in_zone(), cx.job.schedule.get()) else {
+        let (Some((sched, tz)), Some(expr)) = (cx.schedule_in_zone(), cx.expr) else {
             return;
         };
-        let horizon = cx.now_plus_months(60);
+        let horizon = crate::schedule::months_after(cx.now, 60);
         // A slot exactly at `now` counts as an occurrence.
         let start = cx
             .now
@@ -60,10 +60,10 @@ impl Rule for CronNeverFires {
             expr.span,
             format!(
                 "job `{}`: `{}` never fires: no slot in the 5 years from {} ({}, {})",
-                cx.job_name(),
+                cx.name,
                 expr.value,
                 cx.now.strftime("%Y-%m-%d"),
-                cx.dialect(),
+                cx.dialect,
                 tz.iana_name().unwrap_or("UTC")
             ),
         );

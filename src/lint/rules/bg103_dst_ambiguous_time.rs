@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::JobCx;
+use crate::lint::ScheduleCx;
 use crate::lint::rule::{Emitter, Rule};
 use crate::schedule::DstEffect;
 use crate::schedule::describe::{describe, same_clause};
@@ -51,16 +51,16 @@ declare_rule! {
 }
 
 impl Rule for DstAmbiguousTime {
-    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        if cx.job.enabled.value() == Some(&false) {
+    fn check_schedule(&self, cx: &ScheduleCx, out: &mut Emitter) {
+        if !cx.enabled {
             return;
         }
-        let (Some((sched, tz)), Some(expr)) = (cx.schedule_in_zone(), cx.job.schedule.get()) else {
+        let (Some((sched, tz)), Some(expr)) = (cx.schedule_in_zone(), cx.expr) else {
             return;
         };
         let tz = sched.zone(tz);
         let effects: Vec<DstEffect> = sched
-            .dst_effects(tz, cx.now, cx.now_plus_months(12))
+            .dst_effects(tz, cx.now, crate::schedule::year_after(cx.now))
             .into_iter()
             .filter(|e| !e.ordinary)
             .collect();
@@ -69,13 +69,13 @@ impl Rule for DstAmbiguousTime {
         }
         let parts: Vec<String> = effects
             .chunk_by(same_clause)
-            .map(|g| describe(g, tz, cx.dialect()))
+            .map(|g| describe(g, tz, cx.dialect))
             .collect();
         out.emit(
             expr.span,
             format!(
                 "job `{}`: `{}` in {}: {}",
-                cx.job_name(),
+                cx.name,
                 expr.value,
                 tz.iana_name().unwrap_or("its time zone"),
                 parts.join("; ")

@@ -61,7 +61,7 @@ impl Rule for ScheduleOverlap {
                 "job `{}`: slots of `{}` can be as little as {gap} apart (over the 12 months from {}), less than expected_duration {}",
                 cx.job_name(),
                 cx.job.schedule.value().map_or("", String::as_str),
-                cx.now.strftime("%Y-%m-%d"),
+                cx.sched.now.strftime("%Y-%m-%d"),
                 expected.value
             ),
             format!(

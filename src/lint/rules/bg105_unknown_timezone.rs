@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::JobCx;
+use crate::lint::ScheduleCx;
 use crate::lint::rule::{Emitter, Rule};
 use crate::manifest::zone;
 
@@ -39,8 +39,8 @@ declare_rule! {
 }
 
 impl Rule for UnknownTimezone {
-    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        let Some(zone) = cx.job.timezone.get() else {
+    fn check_schedule(&self, cx: &ScheduleCx, out: &mut Emitter) {
+        let Some(zone) = cx.zone else {
             return;
         };
         if cx.tz.is_some() {
@@ -48,8 +48,7 @@ impl Rule for UnknownTimezone {
         }
         let message = format!(
             "job `{}`: `{}` is not an IANA time zone name",
-            cx.job_name(),
-            zone.value
+            cx.name, zone.value
         );
         match zone::help(&zone.value) {
             Some(help) => out.emit_with_help(zone.span, message, help),

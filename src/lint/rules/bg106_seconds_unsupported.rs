@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::JobCx;
+use crate::lint::ScheduleCx;
 use crate::lint::rule::{Emitter, Rule};
 use crate::lint::rules::bg101_invalid_cron::error_span;
 use crate::schedule::CronErrorKind;
@@ -48,8 +48,8 @@ declare_rule! {
 }
 
 impl Rule for SecondsUnsupported {
-    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
+    fn check_schedule(&self, cx: &ScheduleCx, out: &mut Emitter) {
+        let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.expr) else {
             return;
         };
         let CronErrorKind::Unsupported { accepted_by } = &err.kind else {
@@ -66,14 +66,14 @@ impl Rule for SecondsUnsupported {
             error_span(cx.text, expr, err),
             format!(
                 "job `{}`: `{}` does not run under {}: {}; only {by} accept it",
-                cx.job_name(),
+                cx.name,
                 expr.value,
-                cx.dialect(),
+                cx.dialect,
                 err.message
             ),
             format!(
                 "rewrite it for {}, or, if the job really runs under {either}, set deployment.scheduler to that dialect",
-                cx.dialect()
+                cx.dialect
             ),
         );
     }

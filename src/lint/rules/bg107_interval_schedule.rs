@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::JobCx;
+use crate::lint::ScheduleCx;
 use crate::lint::rule::{Emitter, Rule};
 use crate::lint::rules::bg101_invalid_cron::error_span;
 use crate::schedule::CronErrorKind;
@@ -45,8 +45,8 @@ declare_rule! {
 }
 
 impl Rule for IntervalSchedule {
-    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
+    fn check_schedule(&self, cx: &ScheduleCx, out: &mut Emitter) {
+        let (Some(Err(err)), Some(expr)) = (&cx.schedule, cx.expr) else {
             return;
         };
         let CronErrorKind::Interval { every } = &err.kind else {
@@ -62,10 +62,10 @@ impl Rule for IntervalSchedule {
             error_span(cx.text, expr, err),
             format!(
                 "job `{}`: `{}` runs every {} counted from when the {} controller started or last scheduled it, not from the clock: no slot can be expected, so missed, late and doubled runs cannot be told apart",
-                cx.job_name(),
+                cx.name,
                 expr.value,
                 human(*every),
-                cx.dialect()
+                cx.dialect
             ),
             help,
         );

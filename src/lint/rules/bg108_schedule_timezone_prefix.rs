@@ -1,5 +1,5 @@
 use crate::declare_rule;
-use crate::lint::JobCx;
+use crate::lint::ScheduleCx;
 use crate::lint::rule::{Emitter, Rule};
 use crate::lint::rules::bg101_invalid_cron::expr_span;
 
@@ -42,8 +42,8 @@ declare_rule! {
 }
 
 impl Rule for ScheduleTimezonePrefix {
-    fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
-        let (Some(Ok(sched)), Some(expr)) = (&cx.schedule, cx.job.schedule.get()) else {
+    fn check_schedule(&self, cx: &ScheduleCx, out: &mut Emitter) {
+        let (Some(Ok(sched)), Some(expr)) = (&cx.schedule, cx.expr) else {
             return;
         };
         let Some(prefix) = sched.zone_prefix() else {
@@ -60,7 +60,7 @@ impl Rule for ScheduleTimezonePrefix {
             expr_span(cx.text, expr, prefix.span.clone()),
             format!(
                 "job `{}`: `{written}` inside the schedule is not supported by Kubernetes (the API server refuses it in new CronJobs, the controller warns UnsupportedSchedule); batchguard evaluates `{fields}` in {zone}, as the controller does",
-                cx.job_name(),
+                cx.name,
             ),
             format!("write `schedule: \"{fields}\"` with `timeZone: {zone}`"),
         );

@@ -91,7 +91,7 @@ impl Rule for RetryWindowExceedsInterval {
                 cx.job_name(),
                 show(window),
                 Duration(gap),
-                cx.now.strftime("%Y-%m-%d"),
+                cx.sched.now.strftime("%Y-%m-%d"),
             ),
             format!(
                 "fit the attempts and their delays in {}: lower max_attempts or the delays, or space the slots further apart",
