@@ -17,5 +17,6 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome, Error> {
         reason: args.reason,
         report: args.report,
         command: args.command,
+        rule_code: |issue| crate::lint::rule_of(issue).code,
     })))
 }

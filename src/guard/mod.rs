@@ -32,6 +32,9 @@ pub struct Options {
     pub reason: Option<String>,
     pub report: Option<PathBuf>,
     pub command: Vec<String>,
+    /// The rule code of a reading issue (lint's mapping), for the message that says why
+    /// the manifest cannot be read; handed in so the guard does not depend on lint.
+    pub rule_code: fn(crate::manifest::Issue) -> &'static str,
 }
 
 /// The exit code `run` ends with.

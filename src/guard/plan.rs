@@ -106,7 +106,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
                     let (l, c) = line_col(t, d.span.start);
                     format!(":{l}:{c}")
                 });
-                format!("{shown}{at}: {} {}", d.code, d.message)
+                format!("{shown}{at}: {} {}", (opts.rule_code)(d.issue), d.message)
             },
         );
         return Err(format!("not a readable manifest: {why}"));

@@ -9,7 +9,8 @@ pub mod rules;
 pub mod suppress;
 
 use crate::config::Settings;
-use crate::finding::{Finding, Location, Scope, Severity};
+use crate::finding::{Finding, Location, RuleMeta, Scope, Severity};
+use crate::manifest::Issue;
 use crate::manifest::load::{self, Loaded};
 use crate::manifest::model::{Field, Job, Manifest};
 use crate::schedule::{CronError, Dialect, Schedule};
@@ -94,6 +95,22 @@ impl JobCx<'_> {
                 crate::schedule::year_after(self.sched.now),
             )
         })
+    }
+}
+
+/// The rule a problem found while reading belongs to: the one place reading issues
+/// become rule codes, exhaustive so that a new kind must be given its rule.
+pub fn rule_of(issue: Issue) -> &'static RuleMeta {
+    use rules::*;
+    match issue {
+        Issue::YamlSyntax => &bg001_yaml_syntax::YamlSyntax::META,
+        Issue::UnknownField => &bg002_unknown_field::UnknownField::META,
+        Issue::MissingField => &bg003_missing_field::MissingField::META,
+        Issue::InvalidValue => &bg004_invalid_value::InvalidValue::META,
+        Issue::DuplicateKey => &bg005_duplicate_key::DuplicateKey::META,
+        Issue::InputLimit => &bg006_input_limit::InputLimit::META,
+        Issue::SourceNotRead => &bg609_source_not_read::SourceNotRead::META,
+        Issue::CrontabFormat => &bg610_crontab_format::CrontabFormat::META,
     }
 }
 
@@ -680,9 +697,7 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
     let mut findings = Vec::new();
     let service = loaded.manifest.service_name(path);
     for d in &loaded.diags {
-        let Some(meta) = crate::REGISTRY.find(d.code) else {
-            continue;
-        };
+        let meta = rule_of(d.issue);
         let at = |span| Location { file: 0, span };
         findings.push(
             Finding::new(meta, at(d.span), d.message.clone())
@@ -926,4 +941,26 @@ pub fn rules_markdown() -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reading_issue_is_a_registered_rule() {
+        for (issue, code) in [
+            (Issue::YamlSyntax, "BG001"),
+            (Issue::UnknownField, "BG002"),
+            (Issue::MissingField, "BG003"),
+            (Issue::InvalidValue, "BG004"),
+            (Issue::DuplicateKey, "BG005"),
+            (Issue::InputLimit, "BG006"),
+            (Issue::SourceNotRead, "BG609"),
+            (Issue::CrontabFormat, "BG610"),
+        ] {
+            assert_eq!(rule_of(issue).code, code);
+            assert!(crate::REGISTRY.find(code).is_some(), "{code}");
+        }
+    }
 }

@@ -43,9 +43,7 @@ pub fn lint_source(
         }
     }
     for p in &read.problems {
-        let Some(meta) = crate::REGISTRY.find(p.code) else {
-            continue;
-        };
+        let meta = super::rule_of(p.issue);
         findings.push(
             Finding::new(
                 meta,

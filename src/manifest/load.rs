@@ -1,6 +1,7 @@
 //! From YAML text to the typed manifest, collecting every problem on the way
 //! (BG001 syntax, BG002 unknown keys, BG004 bad values, BG005 duplicate keys, BG006 limits).
 
+use super::Issue;
 use super::model::{Job, Manifest};
 use super::template;
 use super::yaml::{self, Node, Value};
@@ -11,7 +12,7 @@ use crate::text::closest;
 /// A problem found while reading a manifest, before any rule runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoadDiag {
-    pub code: &'static str,
+    pub issue: Issue,
     pub span: Span,
     pub message: String,
     pub help: String,
@@ -49,9 +50,9 @@ impl<'a> LoadCx<'a> {
         }
     }
 
-    fn push(&mut self, code: &'static str, span: Span, message: String, help: String) {
+    fn push(&mut self, issue: Issue, span: Span, message: String, help: String) {
         self.diags.push(LoadDiag {
-            code,
+            issue,
             span,
             message,
             help,
@@ -61,7 +62,7 @@ impl<'a> LoadCx<'a> {
 
     pub fn invalid(&mut self, node: &Node, message: &str) {
         self.push(
-            "BG004",
+            Issue::InvalidValue,
             node.span,
             message.to_owned(),
             "fix the value as the manifest format (SPEC 2) describes".into(),
@@ -70,7 +71,7 @@ impl<'a> LoadCx<'a> {
 
     pub fn wrong_type(&mut self, node: &Node, expected: &str) {
         self.push(
-            "BG004",
+            Issue::InvalidValue,
             node.span,
             format!("expected {expected}, found {}", kind_of(&node.value)),
             format!("write {expected}"),
@@ -102,7 +103,7 @@ impl<'a> LoadCx<'a> {
             Value::Str(s) => Some(s),
             _ => {
                 self.push(
-                    "BG002",
+                    Issue::UnknownField,
                     key.span,
                     format!("a key must be a field name, found {}", kind_of(&key.value)),
                     "use one of the field names of the manifest format".into(),
@@ -117,7 +118,12 @@ impl<'a> LoadCx<'a> {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!("known fields here: {}", known.join(", ")),
         };
-        self.push("BG002", key.span, format!("unknown field `{name}`"), help);
+        self.push(
+            Issue::UnknownField,
+            key.span,
+            format!("unknown field `{name}`"),
+            help,
+        );
     }
 
     pub fn bad_word(&mut self, node: &Node, word: &str, words: &[&str]) {
@@ -126,7 +132,7 @@ impl<'a> LoadCx<'a> {
             None => format!("use one of: {}", words.join(", ")),
         };
         self.push(
-            "BG004",
+            Issue::InvalidValue,
             node.span,
             format!("`{word}` is not one of: {}", words.join(", ")),
             help,
@@ -163,7 +169,7 @@ impl<'a> LoadCx<'a> {
                 ),
             };
             self.push(
-                "BG004",
+                Issue::InvalidValue,
                 Span::new(start, len),
                 format!("unknown placeholder `{{{}}}`", p.name),
                 help,
@@ -227,7 +233,7 @@ impl FromNode for Duration {
                 Ok(d) => Some(d),
                 Err(e) => {
                     cx.push(
-                        "BG004",
+                        Issue::InvalidValue,
                         node.span,
                         format!("`{s}` is {e}"),
                         "write a duration such as 45s, 10m, 1h30m or 2d".into(),
@@ -237,7 +243,7 @@ impl FromNode for Duration {
             },
             Value::Int(i) => {
                 cx.push(
-                    "BG004",
+                    Issue::InvalidValue,
                     node.span,
                     format!("`{i}` is a number without a unit"),
                     format!("add a unit: `{i}s`, `{i}m`, `{i}h` or `{i}d`"),
@@ -284,7 +290,7 @@ fn report_duplicate_keys(node: &Node, cx: &mut LoadCx) {
                             other => format!("{other:?}"),
                         };
                         cx.diags.push(LoadDiag {
-                            code: "BG005",
+                            issue: Issue::DuplicateKey,
                             span: k.span,
                             message: format!("key `{name}` appears twice in this mapping"),
                             help: "keep one of the two; YAML readers disagree on which wins".into(),
@@ -337,9 +343,9 @@ pub const MAX_DEPTH: usize = 128;
 /// Reads manifest bytes. Never fails: every problem becomes a diagnostic.
 pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
     let mut loaded = Loaded::default();
-    let fail = |loaded: &mut Loaded, code, span, message: String, help: &str| {
+    let fail = |loaded: &mut Loaded, issue, span, message: String, help: &str| {
         loaded.diags.push(LoadDiag {
-            code,
+            issue,
             span,
             message,
             help: help.to_owned(),
@@ -349,7 +355,7 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
     if bytes.len() > MAX_FILE_BYTES {
         fail(
             &mut loaded,
-            "BG006",
+            Issue::InputLimit,
             Span::default(),
             format!(
                 "the file is {} bytes, over the {} MiB limit",
@@ -365,7 +371,7 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
         Err(e) => {
             fail(
                 &mut loaded,
-                "BG001",
+                Issue::YamlSyntax,
                 Span::new(e.valid_up_to(), 1),
                 format!(
                     "the file is not valid UTF-8 (byte {} is not part of a character)",
@@ -379,9 +385,9 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
     let root = match yaml::parse(&text) {
         Ok(root) => root,
         Err(err) => {
-            let (code, message, help) = yaml::classify_error(&err);
+            let (issue, message, help) = yaml::classify_error(&err);
             let span = yaml::error_span(&err, &text);
-            fail(&mut loaded, code, span, message, help);
+            fail(&mut loaded, issue, span, message, help);
             return (Some(text), loaded);
         }
     };
@@ -389,7 +395,7 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
     report_duplicate_keys(&root, &mut cx);
     if matches!(root.value, Value::Null) {
         cx.push(
-            "BG003",
+            Issue::MissingField,
             root.span,
             "the file holds no YAML document (it is empty or only comments)".into(),
             "start the file with `version: 1`, `service:` and `jobs:`".into(),
@@ -399,7 +405,7 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
     }
     if !matches!(root.value, Value::Map(_)) {
         cx.push(
-            "BG004",
+            Issue::InvalidValue,
             root.span,
             format!(
                 "a manifest is a mapping with `version` and `jobs`, found {}",
@@ -413,13 +419,13 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
     let manifest = <Manifest as FromNode>::from_node(&root, &mut cx).unwrap_or_default();
     match manifest.version.get() {
         None if manifest.version.is_absent() => cx.push(
-            "BG003",
+            Issue::MissingField,
             root.span,
             "the manifest has no `version`".into(),
             "add `version: 1` at the top".into(),
         ),
         Some(v) if v.value != 1 => cx.push(
-            "BG004",
+            Issue::InvalidValue,
             v.span,
             format!(
                 "version {} is not supported; this batchguard reads version 1",
@@ -431,7 +437,7 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
     }
     if manifest.jobs.is_absent() {
         cx.push(
-            "BG003",
+            Issue::MissingField,
             root.span,
             "the manifest has no `jobs`".into(),
             "add `jobs:` with a list of jobs".into(),
@@ -464,7 +470,7 @@ pub fn load(bytes: &[u8]) -> (Option<String>, Loaded) {
 
 fn dedup(diags: &mut Vec<LoadDiag>) {
     let mut seen = std::collections::HashSet::new();
-    diags.retain(|d| seen.insert((d.code, d.span, d.message.clone())));
+    diags.retain(|d| seen.insert((d.issue, d.span, d.message.clone())));
 }
 
 pub fn map_get<'n>(node: &'n Node, key: &str) -> Option<&'n Node> {

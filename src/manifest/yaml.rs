@@ -132,13 +132,13 @@ pub fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
 }
 
 /// Which rule a parse error belongs to: a limit (BG006) or plain bad syntax (BG001).
-pub fn classify_error(err: &serde_saphyr::Error) -> (&'static str, String, &'static str) {
+pub fn classify_error(err: &serde_saphyr::Error) -> (super::Issue, String, &'static str) {
     use serde_saphyr::Error as E;
     let msg = first_line(&err.to_string());
     let limit = msg.contains("limit exceeded") || msg.contains("budget");
     match err {
         _ if limit => (
-            "BG006",
+            super::Issue::InputLimit,
             if msg.contains("alias") {
                 "aliases expand to more than 100,000 nodes: refused as an alias bomb".to_owned()
             } else if msg.contains("Depth") || msg.contains("recursion") {
@@ -156,22 +156,22 @@ pub fn classify_error(err: &serde_saphyr::Error) -> (&'static str, String, &'sta
         | E::AliasReplayLimitExceeded { .. }
         | E::AliasExpansionLimitExceeded { .. }
         | E::AliasReplayStackDepthExceeded { .. } => (
-            "BG006",
+            super::Issue::InputLimit,
             format!("input limit exceeded: {msg}"),
             "manifests are small: remove the deep nesting or the aliases that expand exponentially",
         ),
         _ if is_tab_error(&msg) => (
-            "BG001",
+            super::Issue::YamlSyntax,
             "a tab in the indentation: indent with spaces, not tabs (YAML forbids tabs for indentation)".to_owned(),
             "replace the tab with spaces, as many as the lines around it use",
         ),
         E::MultipleDocuments { .. } => (
-            "BG001",
+            super::Issue::YamlSyntax,
             "a manifest holds one YAML document, this file has several".to_owned(),
             "split the documents into files of their own",
         ),
         _ => (
-            "BG001",
+            super::Issue::YamlSyntax,
             format!("invalid YAML: {msg}"),
             "fix the YAML syntax at the marked position",
         ),

@@ -44,6 +44,7 @@
 //!   cron ignores comments and passes env values as bytes.
 
 use super::{Problem, Read, ReadOptions, Registration, SourceKind, Span};
+use crate::manifest::Issue;
 use crate::text::Spanned;
 use std::path::Path;
 
@@ -518,7 +519,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
         };
         if !line.newline {
             out.problems.push(Problem {
-                code: "BG610",
+                issue: Issue::CrontabFormat,
                 span: Span::new(line.start, body.trim_end().len()),
                 message: format!(
                     "crontab line {} is the last line and has no newline: cron ignores it, so this job never runs",
@@ -549,7 +550,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
     if let Some(((n, span, why), rest)) = unreadable.split_first() {
         let others: Vec<usize> = rest.iter().map(|(n, ..)| *n).collect();
         out.problems.push(Problem {
-            code: "BG609",
+            issue: Issue::SourceNotRead,
             span: *span,
             message: format!(
                 "crontab line {n} is neither a comment, an env line nor a job: {why}{}; lines that cannot be read are not checked",
@@ -566,7 +567,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
             "before its command: cron cannot read the schedule, and neither can batchguard"
         };
         out.problems.push(Problem {
-            code: "BG610",
+            issue: Issue::CrontabFormat,
             span: Span::new(*b, 1),
             message: format!(
                 "crontab line {n} has a byte that is not UTF-8 {what}{}",
@@ -583,7 +584,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
             ("lines end", "each")
         };
         out.problems.push(Problem {
-            code: "BG610",
+            issue: Issue::CrontabFormat,
             span: Span::new(at, 1),
             message: format!(
                 "{count} {lines_word} in CRLF (`\\r\\n`), the first at line {n}: cron keeps the `\\r`, so {verb} command or env value ends in a carriage return"
@@ -629,7 +630,7 @@ mod tests {
             &ReadOptions::default(),
         );
         assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
-        assert_eq!(r.problems[0].code, "BG609");
+        assert_eq!(r.problems[0].issue, Issue::SourceNotRead);
         assert_eq!(r.problems[0].span.start, 0);
         assert!(
             r.problems[0].message.contains("(also lines 3 and 4)"),
@@ -646,7 +647,10 @@ mod tests {
             "0 2 * * * root\n",
             &ReadOptions::default(),
         );
-        assert_eq!(r.problems.first().map(|p| p.code), Some("BG609"));
+        assert_eq!(
+            r.problems.first().map(|p| p.issue),
+            Some(Issue::SourceNotRead)
+        );
         assert!(r.registrations.is_empty());
     }
 
@@ -669,7 +673,7 @@ mod tests {
         );
         assert_eq!(r.registrations.len(), 1);
         assert_eq!(r.problems.len(), 1);
-        assert_eq!(r.problems[0].code, "BG610");
+        assert_eq!(r.problems[0].issue, Issue::CrontabFormat);
         assert_eq!(r.problems[0].span, Span::new(2, 1));
         assert_eq!(&r.text[2..3], "?");
     }

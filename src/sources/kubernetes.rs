@@ -19,6 +19,7 @@
 use super::{
     KubeFields, Problem, Read, Registration, SourceKind, Spanned, Tie, get, int_at, str_at,
 };
+use crate::manifest::Issue;
 use crate::manifest::yaml::{self, Node, Value};
 use crate::text::Span;
 
@@ -146,11 +147,11 @@ pub fn read(text: &str) -> Read {
                 }
             }
             Err(err) => {
-                let (code, message, help) = yaml::classify_error(&err);
+                let (issue, message, help) = yaml::classify_error(&err);
                 let mut span = yaml::error_span(&err, doc);
                 span.start += start;
                 out.problems.push(Problem {
-                    code,
+                    issue,
                     span,
                     message,
                     help: help.to_owned(),
@@ -171,7 +172,7 @@ pub fn read(text: &str) -> Read {
             format!(" of {total}")
         };
         out.problems.push(Problem {
-            code: "BG609",
+            issue: Issue::SourceNotRead,
             span: Span::new(first, 2),
             message: format!(
                 "this file is a Helm / Go template: {n}{of} YAML {docs} (`{{{{ … }}}}`) {are} not YAML, or not final, until rendered, so {they} not read"
@@ -318,7 +319,10 @@ mod tests {
     #[test]
     fn templates_and_patches() {
         let r = read("kind: CronJob\nspec:\n  schedule: {{ .Values.schedule }}\n  x: [\n");
-        assert_eq!(r.problems.first().map(|p| p.code), Some("BG609"));
+        assert_eq!(
+            r.problems.first().map(|p| p.issue),
+            Some(Issue::SourceNotRead)
+        );
         let r = read(
             "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  suspend: true\n",
         );

@@ -13,6 +13,7 @@ pub mod crontab;
 pub mod kubernetes;
 pub mod pm2;
 
+use crate::manifest::Issue;
 use crate::manifest::yaml::{Node, Value};
 use crate::schedule::Dialect;
 use crate::text::{Span, Spanned};
@@ -147,7 +148,7 @@ impl Registration {
 /// A problem found while reading a source, located in its file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Problem {
-    pub code: &'static str,
+    pub issue: Issue,
     pub span: Span,
     pub message: String,
     pub help: String,
@@ -206,7 +207,7 @@ pub fn read(kind: SourceKind, path: &Path, bytes: &[u8], opts: &ReadOptions) -> 
     if bytes.len() > crate::manifest::load::MAX_FILE_BYTES {
         return Read {
             problems: vec![Problem {
-                code: "BG006",
+                issue: Issue::InputLimit,
                 span: Span::default(),
                 message: format!(
                     "the file is {} bytes, over the {} MiB limit",
@@ -227,7 +228,7 @@ pub fn read(kind: SourceKind, path: &Path, bytes: &[u8], opts: &ReadOptions) -> 
         Err(e) => {
             return Read {
                 problems: vec![Problem {
-                    code: "BG001",
+                    issue: Issue::YamlSyntax,
                     span: Span::new(e.valid_up_to(), 1),
                     message: format!(
                         "the file is not valid UTF-8 (byte {} is not part of a character)",

@@ -60,6 +60,7 @@
 //! with the reason; it is never silently skipped, since a duplicate may hide in it.
 
 use super::{Problem, Read, Registration, SourceKind, Span, get, str_at};
+use crate::manifest::Issue;
 use crate::manifest::yaml::{self, Node, Value};
 use crate::process::{self, CaptureError};
 use crate::text::Spanned;
@@ -175,7 +176,7 @@ fn is_js(path: &Path) -> bool {
 fn not_read(message: String, help: &str) -> Read {
     Read {
         problems: vec![Problem {
-            code: "BG609",
+            issue: Issue::SourceNotRead,
             span: Span::new(0, 0),
             message,
             help: help.to_owned(),
@@ -215,10 +216,10 @@ pub fn read(path: &Path, text: &str) -> Read {
             read
         }
         Err(err) => {
-            let (code, message, help) = yaml::classify_error(&err);
+            let (issue, message, help) = yaml::classify_error(&err);
             Read {
                 problems: vec![Problem {
-                    code,
+                    issue,
                     span: yaml::error_span(&err, text),
                     message,
                     help: help.to_owned(),
@@ -360,7 +361,7 @@ fn apps(root: &Node, js: Option<&str>) -> Read {
         Ok(list) => list,
         Err(why) => {
             out.problems.push(Problem {
-                code: "BG609",
+                issue: Issue::SourceNotRead,
                 span: js.map_or(root.span, |_| Span::new(0, 0)),
                 message: format!("PM2 ecosystem file not read: {why}"),
                 help: "export { apps: [...] } as PM2 expects".into(),
@@ -372,7 +373,7 @@ fn apps(root: &Node, js: Option<&str>) -> Read {
     for (i, app) in list.into_iter().enumerate() {
         if !matches!(app.value, Value::Map(_)) {
             out.problems.push(Problem {
-                code: "BG609",
+                issue: Issue::SourceNotRead,
                 span: js.map_or(app.span, |_| Span::new(0, 0)),
                 message: format!("PM2 app {i} is not a mapping, so it was not read"),
                 help: "write each app as { name: ..., script: ... }".into(),
@@ -883,7 +884,7 @@ mod tests {
         }
         let r = read(Path::new("process.json"), r#"{"deploy": {}}"#);
         assert_eq!(r.problems.len(), 1);
-        assert_eq!(r.problems[0].code, "BG609");
+        assert_eq!(r.problems[0].issue, Issue::SourceNotRead);
     }
 
     #[test]
