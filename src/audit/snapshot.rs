@@ -31,31 +31,35 @@ pub enum Outcome {
     },
 }
 
-/// Fills a snapshot template for one slot; `Err` names the placeholder it cannot fill.
+/// Fills a snapshot template for one slot with the model's one renderer; `Err` names the
+/// placeholder a slot cannot fill (only `{job}`, `{service}`, `{scheduled_at}` and
+/// `{scheduled_at_compact}` have values for a past slot).
 pub fn resolve(template: &str, job: &AuditJob, t: Timestamp) -> Result<String, String> {
-    let mut out = String::with_capacity(template.len() + 16);
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let Some(close) = after.find('}') else {
-            return Err("an unclosed `{` in snapshot.path".into());
-        };
-        match &after[..close] {
-            "job" => out.push_str(&job.name),
-            "service" => out.push_str(&job.service),
-            "scheduled_at" => out.push_str(&t.to_string()),
-            "scheduled_at_compact" => out.push_str(&compact(t)),
-            other => {
-                return Err(format!(
-                    "snapshot.path uses `{{{other}}}`, which a slot cannot fill"
-                ));
+    use crate::manifest::template;
+    let (at, compact) = (t.to_string(), compact(t));
+    let values = [
+        ("job", job.name.as_str()),
+        ("service", job.service.as_str()),
+        ("scheduled_at", at.as_str()),
+        ("scheduled_at_compact", compact.as_str()),
+    ];
+    template::render(template, &values).map_err(|_| {
+        let unclosed = template::placeholders(template)
+            .iter()
+            .any(|p| p.end == template.len() && !template.ends_with('}'));
+        match template::placeholders(template)
+            .into_iter()
+            .find(|p| !values.iter().any(|(k, _)| *k == p.name))
+        {
+            Some(p) if !unclosed => {
+                format!(
+                    "snapshot.path uses `{{{}}}`, which a slot cannot fill",
+                    p.name
+                )
             }
+            _ => "an unclosed `{` in snapshot.path".into(),
         }
-        rest = &after[close + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    })
 }
 
 impl SnapshotCheck {
@@ -180,6 +184,37 @@ mod tests {
         assert!(c.confine("a/../../b").is_err());
         assert!(c.confine("/etc/passwd").is_err());
         assert!(c.confine("snapshots/x.jsonl").is_ok());
+    }
+
+    #[test]
+    fn templates_fill_what_a_slot_has_and_name_what_it_has_not() {
+        let job = crate::audit::AuditJob {
+            service: "billing".into(),
+            name: "settle".into(),
+            schedule: None,
+            schedule_error: None,
+            tz: jiff::tz::TimeZone::UTC,
+            tz_name: "UTC".into(),
+            enabled: true,
+            ttl_s: None,
+            max_latency_s: None,
+            max_attempts: None,
+            fatal: Vec::new(),
+            snapshot: None,
+        };
+        let t: Timestamp = "2026-03-01T02:00:00Z".parse().expect("instant");
+        assert_eq!(
+            resolve("s/{service}/{job}/{scheduled_at_compact}.jsonl", &job, t).as_deref(),
+            Ok("s/billing/settle/20260301T020000Z.jsonl")
+        );
+        assert_eq!(
+            resolve("{job}/{run_id}", &job, t),
+            Err("snapshot.path uses `{run_id}`, which a slot cannot fill".into())
+        );
+        assert_eq!(
+            resolve("{job", &job, t),
+            Err("an unclosed `{` in snapshot.path".into())
+        );
     }
 
     #[test]
