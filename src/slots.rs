@@ -17,7 +17,6 @@ use crate::manifest::load;
 use crate::manifest::model::Field;
 use crate::schedule::describe::{describe, same_clause};
 use crate::schedule::{Dialect, DstAction, DstEffect, Schedule, format_slot};
-use crate::text::closest;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use std::io::{self, Write};
@@ -180,26 +179,20 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
             .map_or_else(|| "not a manifest".to_owned(), |d| d.message.clone());
         return Err(fail(format!("cannot read it as a manifest: {why}")));
     }
-    let Some(found) = loaded
-        .jobs
-        .iter()
-        .find(|j| j.name.value().is_some_and(|n| n == job))
-    else {
-        let names: Vec<&str> = loaded
-            .jobs
-            .iter()
-            .filter_map(|j| j.name.value().map(String::as_str))
-            .collect();
-        let help = match closest(job, &names) {
-            Some(s) => format!("did you mean `{s}`?"),
-            None if names.is_empty() => "the manifest declares no jobs".to_owned(),
-            None => format!("jobs in this manifest: {}", names.join(", ")),
-        };
-        return Err(SlotsError::UnknownJob {
-            path: shown,
-            job: job.to_owned(),
-            help,
-        });
+    let found = match loaded.job(job) {
+        Ok(found) => found,
+        Err(none) => {
+            let help = match none.closest {
+                Some(s) => format!("did you mean `{s}`?"),
+                None if none.names.is_empty() => "the manifest declares no jobs".to_owned(),
+                None => format!("jobs in this manifest: {}", none.names.join(", ")),
+            };
+            return Err(SlotsError::UnknownJob {
+                path: shown,
+                job: job.to_owned(),
+                help,
+            });
+        }
     };
     let Some(expr) = found.schedule.value() else {
         return Err(fail(format!("job `{job}` has no valid `schedule`")));

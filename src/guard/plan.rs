@@ -111,21 +111,13 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
         );
         return Err(format!("not a readable manifest: {why}"));
     }
-    let Some(job) = loaded
-        .jobs
-        .iter()
-        .find(|j| j.name.value().is_some_and(|n| n == &opts.job))
-    else {
-        let names: Vec<&str> = loaded
-            .jobs
-            .iter()
-            .filter_map(|j| j.name.value().map(String::as_str))
-            .collect();
-        let hint = crate::text::closest(&opts.job, &names)
+    let job = loaded.job(&opts.job).map_err(|none| {
+        let hint = none
+            .closest
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_default();
-        return Err(format!("{shown}: no job named `{}`{hint}", opts.job));
-    };
+        format!("{shown}: no job named `{}`{hint}", opts.job)
+    })?;
     let bad = |what: &str| {
         format!(
             "{shown}: job `{}` {what} (`batchguard lint {shown}` shows why)",

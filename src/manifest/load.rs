@@ -337,6 +337,36 @@ pub struct Loaded {
     pub root: Option<Node>,
 }
 
+/// A job name that is no job of the manifest: the names it does declare, and the closest.
+#[derive(Debug)]
+pub struct NoSuchJob {
+    pub names: Vec<String>,
+    pub closest: Option<String>,
+}
+
+impl Loaded {
+    /// The job named `name` (after defaults), or what the manifest declares instead: one
+    /// lookup with its did-you-mean for every command that takes `--job`.
+    pub fn job(&self, name: &str) -> Result<&Job, NoSuchJob> {
+        if let Some(j) = self
+            .jobs
+            .iter()
+            .find(|j| j.name.value().is_some_and(|n| n == name))
+        {
+            return Ok(j);
+        }
+        let names: Vec<&str> = self
+            .jobs
+            .iter()
+            .filter_map(|j| j.name.value().map(String::as_str))
+            .collect();
+        Err(NoSuchJob {
+            closest: closest(name, &names).map(str::to_owned),
+            names: names.into_iter().map(str::to_owned).collect(),
+        })
+    }
+}
+
 pub const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
 pub const MAX_DEPTH: usize = 128;
 
