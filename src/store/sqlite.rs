@@ -504,6 +504,17 @@ impl Ledger for SqliteStore {
     }
 }
 
+/// SQLITE_BUSY or SQLITE_LOCKED (with their extended codes), as sqlx reports them.
+fn is_busy(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => d
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .is_some_and(|c| matches!(c & 0xff, 5 | 6)),
+        _ => false,
+    }
+}
+
 /// Opens the file (its folder created) in WAL mode with the busy timeout, on a runtime of
 /// its own, shown as `sqlite:PATH`. Each `run` is a short process: the checkpoint SQLite
 /// runs when the last connection closes (and the WAL file it deletes and recreates, with
@@ -524,9 +535,20 @@ fn connect(path: &Path) -> Result<(tokio::runtime::Runtime, SqliteConnection, St
         .busy_timeout(BUSY_TIMEOUT);
     let fail = |e: sqlx::Error| StoreError(format!("{shown}: cannot open: {e}"));
     let conn = rt.block_on(async {
-        let mut conn = SqliteConnection::connect_with(&options)
-            .await
-            .map_err(fail)?;
+        // Several processes opening a new file at once race to switch it to WAL, and
+        // SQLite can answer that switch with SQLITE_BUSY without consulting the busy
+        // timeout: such an open is retried a few times before it counts as a failure.
+        let mut tries = 0u64;
+        let mut conn = loop {
+            match SqliteConnection::connect_with(&options).await {
+                Ok(c) => break c,
+                Err(e) if tries < 10 && is_busy(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * tries)).await;
+                }
+                Err(e) => return Err(fail(e)),
+            }
+        };
         {
             let mut h = conn.lock_handle().await.map_err(fail)?;
             // SAFETY: a valid handle, held locked for the call; the option takes an int
