@@ -3,7 +3,7 @@
 //! written. Never a panic; every refusal located; nothing dropped silently.
 
 mod common;
-use common::{bin, sh};
+use common::{bin, sh, sqlite_rows};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -41,39 +41,20 @@ fn no_panic(o: &Output) {
 
 /// (event, error_code, detail) of the store's events, in order.
 fn events(dir: &Path) -> Vec<(String, Option<String>, Option<String>)> {
-    let db = dir.join(".batchguard/store.db");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("rt");
-    rt.block_on(async {
-        use sqlx::Connection;
-        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-            .await
-            .expect("open store");
-        sqlx::query_as("SELECT event, error_code, detail FROM batchguard_events ORDER BY rowid")
-            .fetch_all(&mut c)
-            .await
-            .expect("events")
-    })
+    sqlite_rows(
+        &dir.join(".batchguard/store.db"),
+        "SELECT event, error_code, detail FROM batchguard_events ORDER BY rowid",
+    )
 }
 
 fn outputs(dir: &Path) -> Vec<String> {
-    let db = dir.join(".batchguard/store.db");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("rt");
-    rt.block_on(async {
-        use sqlx::Connection;
-        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-            .await
-            .expect("open store");
-        sqlx::query_scalar("SELECT output_key FROM batchguard_outputs ORDER BY rowid")
-            .fetch_all(&mut c)
-            .await
-            .expect("outputs")
-    })
+    sqlite_rows::<(String,)>(
+        &dir.join(".batchguard/store.db"),
+        "SELECT output_key FROM batchguard_outputs ORDER BY rowid",
+    )
+    .into_iter()
+    .map(|r| r.0)
+    .collect()
 }
 
 /// A manifest `run` must refuse with exit 125, quickly, naming `want`; nothing runs.

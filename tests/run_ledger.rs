@@ -6,7 +6,7 @@ mod common;
 #[path = "common/pgdb.rs"]
 mod pgdb;
 
-use common::{bin, sh};
+use common::{bin, sh, sqlite_rows};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -119,20 +119,7 @@ fn events(p: &Path) -> Vec<String> {
 }
 
 fn sqlite_count(db: &Path, sql: &str) -> i64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("rt");
-    rt.block_on(async {
-        use sqlx::Connection;
-        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-            .await
-            .expect("open");
-        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-            .fetch_one(&mut c)
-            .await
-            .expect("count")
-    })
+    sqlite_rows::<(i64,)>(db, sql).first().map_or(0, |r| r.0)
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! processes, a real SQLite store file in a temporary directory.
 
 mod common;
-use common::{bin, sh};
+use common::{bin, sh, sqlite_rows};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -51,56 +51,45 @@ impl Case {
 
     /// Every event of the store: (run_id, event, attempt, status, error_code, trigger, fence, detail).
     fn events(&self) -> Vec<Ev> {
-        let db = self.path(".batchguard/store.db");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("rt");
-        rt.block_on(async {
-            use sqlx::Connection;
-            let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-                .await
-                .expect("open store");
-            type Row = (String, String, Option<i64>, Option<String>, Option<String>, String, Option<i64>, Option<String>, String);
-            let rows: Vec<Row> = sqlx::query_as(
-                "SELECT run_id, event, attempt, status, error_code, \"trigger\", fence, detail, scheduled_at \
-                 FROM batchguard_events ORDER BY rowid",
-            )
-            .fetch_all(&mut c)
-            .await
-            .expect("events");
-            rows.into_iter()
-                .map(|r| Ev {
-                    run_id: r.0,
-                    event: r.1,
-                    attempt: r.2,
-                    status: r.3,
-                    error_code: r.4,
-                    trigger: r.5,
-                    fence: r.6,
-                    detail: r.7,
-                    scheduled_at: r.8,
-                })
-                .collect()
-        })
+        type Row = (
+            String,
+            String,
+            Option<i64>,
+            Option<String>,
+            Option<String>,
+            String,
+            Option<i64>,
+            Option<String>,
+            String,
+        );
+        let rows: Vec<Row> = sqlite_rows(
+            &self.path(".batchguard/store.db"),
+            "SELECT run_id, event, attempt, status, error_code, \"trigger\", fence, detail, scheduled_at \
+             FROM batchguard_events ORDER BY rowid",
+        );
+        rows.into_iter()
+            .map(|r| Ev {
+                run_id: r.0,
+                event: r.1,
+                attempt: r.2,
+                status: r.3,
+                error_code: r.4,
+                trigger: r.5,
+                fence: r.6,
+                detail: r.7,
+                scheduled_at: r.8,
+            })
+            .collect()
     }
 
     fn outputs(&self) -> Vec<String> {
-        let db = self.path(".batchguard/store.db");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("rt");
-        rt.block_on(async {
-            use sqlx::Connection;
-            let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-                .await
-                .expect("open store");
-            sqlx::query_scalar("SELECT output_key FROM batchguard_outputs ORDER BY rowid")
-                .fetch_all(&mut c)
-                .await
-                .expect("outputs")
-        })
+        sqlite_rows::<(String,)>(
+            &self.path(".batchguard/store.db"),
+            "SELECT output_key FROM batchguard_outputs ORDER BY rowid",
+        )
+        .into_iter()
+        .map(|r| r.0)
+        .collect()
     }
 }
 

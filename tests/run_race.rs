@@ -10,11 +10,11 @@
 //! `BATCHGUARD_RACE_PROCS` the processes per slot (default 8). The two stores race one
 //! after the other (the host's cores are the limit, not the stores).
 
+mod common;
 #[path = "common/pgdb.rs"]
 mod pgdb;
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -91,7 +91,7 @@ fn racing_processes_never_hold_one_slot_twice_on_postgres() {
     let Some(db) = pgdb::fresh("race") else {
         return;
     };
-    let m = Command::new(env!("CARGO_BIN_EXE_batchguard"))
+    let m = Command::new(common::bin())
         .args(["store", "migrate", "--store", &db.url])
         .output()
         .expect("migrate");
@@ -117,7 +117,7 @@ fn race(store: Store) {
         ),
     )
     .unwrap();
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_batchguard"));
+    let bin = common::bin();
     let base = jiff::Timestamp::from_second(1_772_330_400).unwrap(); // 2026-03-01T02:00:00Z
     let slot_of = |i: usize| {
         base.checked_add(jiff::SignedDuration::from_mins(i as i64))
@@ -261,32 +261,16 @@ fn race(store: Store) {
     );
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Ledger rows as (scheduled_at, event, status, fence), in the order they were written.
 fn rows(
     store: &Store,
     dir: &std::path::Path,
 ) -> Vec<(String, String, Option<String>, Option<i64>)> {
     match store {
-        Store::Sqlite => rt().block_on(async {
-            use sqlx::Connection;
-            let db = dir.join(".batchguard/store.db");
-            let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
-                .await
-                .unwrap();
-            sqlx::query_as(
-                "SELECT scheduled_at, event, status, fence FROM batchguard_events ORDER BY rowid",
-            )
-            .fetch_all(&mut c)
-            .await
-            .unwrap()
-        }),
+        Store::Sqlite => common::sqlite_rows(
+            &dir.join(".batchguard/store.db"),
+            "SELECT scheduled_at, event, status, fence FROM batchguard_events ORDER BY rowid",
+        ),
         Store::Pg(db) => db
             .rows(
                 "SELECT to_char(scheduled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), \

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use assert_cmd::Command;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The `--now` of every lint test: look-ahead rules (BG102, BG103) count from it.
 pub const NOW: &str = "2026-03-01T00:00:00Z";
@@ -64,4 +64,25 @@ pub fn sh(script: &str) -> String {
         "[\"sh\", \"-c\", {}]",
         serde_json::to_string(script).expect("json")
     )
+}
+
+/// The rows of `sql` in the SQLite file `db`: how a test reads what `run` wrote.
+pub fn sqlite_rows<T>(db: &Path, sql: &str) -> Vec<T>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+            .await
+            .expect("open the SQLite file");
+        sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_all(&mut c)
+            .await
+            .expect("query")
+    })
 }
