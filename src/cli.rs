@@ -46,6 +46,14 @@ pub enum Command {
     Run(RunArgs),
     /// The lock store: create its tables, show leases and slots, write the spool.
     Store(StoreArgs),
+    /// Rehearse recovery: replay a slot's snapshot again, concurrently, after a crash, a retry, a stale holder.
+    Drill(DrillArgs),
+    /// The drill's tap in front of a job (started by `drill` through `run`; not for people).
+    #[command(name = "__drill-job", hide = true)]
+    DrillJob {
+        #[arg(last = true)]
+        argv: Vec<String>,
+    },
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -264,6 +272,82 @@ pub struct RunArgs {
     /// The command and its arguments (default: the job's `command`).
     #[arg(last = true)]
     pub command: Vec<String>,
+    /// `batchguard drill` only: the snapshot under test.
+    #[arg(long, hide = true)]
+    pub drill_snapshot: Option<PathBuf>,
+    /// `batchguard drill` only: wait for end-of-file on stdin before the acquire.
+    #[arg(long, hide = true)]
+    pub drill_barrier: bool,
+    /// `batchguard drill` only: retry without the backoff delay.
+    #[arg(long, hide = true)]
+    pub drill_no_delay: bool,
+}
+
+/// `batchguard drill` (SPEC 7.3). Exit 0 every scenario passed; 1 a scenario failed (or the
+/// snapshot is not the slot's input); 2 the drill could not run.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Scenarios: clean (replay once), rerun (the same slot again, lock bypassed), \
+concurrent (3 instances at once), crash (killed after the first output, then recovered), \
+retry (first attempt fails EX_TEMPFAIL), stale (holder paused past its lease while another finishes).\n\
+Example: batchguard drill --manifest deploy/billing.batchguard.yaml --job settle-payments \\\n  \
+--snapshot snapshots/settle-payments/2026-03-01T02:00:00Z.jsonl --scheduled-at 2026-03-01T02:00:00Z --format markdown --out drill.md"
+)]
+pub struct DrillArgs {
+    /// Manifest that declares the job.
+    #[arg(long)]
+    pub manifest: PathBuf,
+    /// Name of the job in --manifest.
+    #[arg(long)]
+    pub job: String,
+    /// The slot's input snapshot (its records are identified by the job's snapshot.key).
+    #[arg(long)]
+    pub snapshot: PathBuf,
+    /// The slot the snapshot is for (RFC 3339; a slot of the job's schedule). Default: the
+    /// latest slot at or before now.
+    #[arg(long, value_parser = parse_timestamp)]
+    pub scheduled_at: Option<jiff::Timestamp>,
+    /// Check the snapshot's digest against this ledger's `start` of the slot first.
+    #[arg(long)]
+    pub ledger: Option<String>,
+    /// Comma-separated: clean, rerun, concurrent, crash, retry, stale, or all.
+    #[arg(long, default_value = "all")]
+    pub scenarios: String,
+    /// Append the outcome to drill records: a .jsonl file, sqlite:PATH or postgres://….
+    #[arg(long)]
+    pub record: Option<String>,
+    #[arg(long, value_enum, default_value_t = DrillFormat::Pretty)]
+    pub format: DrillFormat,
+    /// Write the report here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Refused unless it is a sqlite: file that does not exist yet: a drill only writes to
+    /// stores it creates.
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Make the sandboxes here (a new or empty directory, kept). Default: a temporary
+    /// directory, removed when every scenario passed.
+    #[arg(long)]
+    pub sandbox: Option<PathBuf>,
+    /// Time limit per scenario (45s, 10m, 1h). Default: 10 x the job's expected_duration.
+    #[arg(long, value_parser = parse_duration)]
+    pub time_limit: Option<std::time::Duration>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DrillFormat {
+    Pretty,
+    Json,
+    Markdown,
+}
+
+/// A duration as manifests write it (`45s`, `10m`, `1h30m`).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::manifest::duration::Duration::parse(s).map_err(|e| e.to_string())?;
+    if d.secs() == 0 {
+        return Err("must be longer than zero".into());
+    }
+    Ok(std::time::Duration::from_secs(d.secs()))
 }
 
 /// `batchguard store` (SPEC 7.2).

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod db;
+pub mod drill;
 pub mod finding;
 pub mod graph;
 pub mod guard;

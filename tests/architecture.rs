@@ -61,6 +61,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "config", "db", "manifest", "process", "schedule", "snapshot", "store", "text",
         ],
     ),
+    // The drill: real `run` processes in sandboxes, judged by what the sandbox holds.
+    (
+        "drill",
+        &[
+            "db", "guard", "ledger", "manifest", "process", "snapshot", "store", "text",
+        ],
+    ),
     // Views of the model and the analyses.
     ("slots", &["manifest", "schedule", "text"]),
     ("schema", &["config", "ledger", "manifest"]),
@@ -72,10 +79,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "report",
         &[
-            "audit", "finding", "lint", "manifest", "project", "sources", "text",
+            "audit", "drill", "finding", "lint", "manifest", "project", "sources", "text",
         ],
     ),
-    ("cli", &["ledger"]),
+    ("cli", &["ledger", "manifest"]),
 ];
 
 /// On top: may use every module.

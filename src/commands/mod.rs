@@ -8,6 +8,7 @@
 
 mod audit;
 mod completions;
+mod drill;
 mod explain;
 mod graph;
 mod init;
@@ -85,6 +86,9 @@ pub enum Error {
     #[error("`{rule}` is not a rule code or name{hint}; `batchguard rules` lists them")]
     UnknownRule { rule: String, hint: String },
     /// The lock store could not be opened or read; `action` is `store`, `store flush`…
+    /// The drill could not run (SPEC 7.3).
+    #[error("{0}")]
+    Drill(String),
     #[error("{message}")]
     Store {
         action: &'static str,
@@ -107,6 +111,7 @@ impl Error {
                 .map(|(path, why)| format!("error: cannot read {}: {why}\n", path.display()))
                 .collect(),
             Error::Store { action, message } => format!("batchguard {action}: {message}\n"),
+            Error::Drill(m) => format!("batchguard drill: {m}\n"),
             e @ (Error::Audit(_) | Error::Write { .. } | Error::UnknownRule { .. }) => {
                 format!("error: {e}\n")
             }
@@ -127,6 +132,8 @@ pub fn dispatch(command: Command) -> Result<Outcome, Error> {
         Command::Init(args) => init::run(args),
         Command::Run(args) => run::run(args),
         Command::Store(args) => store::run(args),
+        Command::Drill(args) => drill::run(args),
+        Command::DrillJob { argv } => Ok(Outcome::Code(crate::drill::shim::main(&argv))),
         Command::Completions { shell } => completions::run(shell),
     }
 }

@@ -18,5 +18,10 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome, Error> {
         report: args.report,
         command: args.command,
         rule_code: |issue| crate::lint::rule_of(issue).code,
+        drill: guard::Drill {
+            snapshot: args.drill_snapshot,
+            barrier: args.drill_barrier,
+            no_delay: args.drill_no_delay,
+        },
     })))
 }

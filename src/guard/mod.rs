@@ -35,6 +35,22 @@ pub struct Options {
     /// The rule code of a reading issue (lint's mapping), for the message that says why
     /// the manifest cannot be read; handed in so the guard does not depend on lint.
     pub rule_code: fn(crate::manifest::Issue) -> &'static str,
+    /// Set by `batchguard drill` only (hidden flags of `run`).
+    pub drill: Drill,
+}
+
+/// What `batchguard drill` changes in a guarded run, and nothing else: the guard's code
+/// path is the one `run` takes on every tick.
+#[derive(Debug, Clone, Default)]
+pub struct Drill {
+    /// The snapshot under test (absolute), instead of the job's `snapshot.path`.
+    pub snapshot: Option<PathBuf>,
+    /// Waits for end-of-file on stdin just before the first acquire: the drill releases
+    /// its concurrent instances at once by closing the pipe they share.
+    pub barrier: bool,
+    /// Retries follow at once instead of after `delay(i)`: a drill proves the retry, it
+    /// does not wait out the backoff.
+    pub no_delay: bool,
 }
 
 /// The exit code `run` ends with.
@@ -226,7 +242,13 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
         }
     };
     report.scheduled_at = Some(slot);
-    let mut trigger = if opts.manual { "manual" } else { "schedule" };
+    let mut trigger = if opts.manual {
+        "manual"
+    } else if opts.drill.snapshot.is_some() {
+        "replay"
+    } else {
+        "schedule"
+    };
     let mut run_id = new_run_id();
     if opts.manual {
         let ev = plan.event(&run_id, slot, "manual", trigger, opts.reason.clone());
@@ -243,7 +265,16 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
                 return CANNOT_RUN;
             }
         };
-        let (snapshot_path, digest) = plan.snapshot(slot);
+        let (snapshot_path, digest) = match &opts.drill.snapshot {
+            Some(p) => (
+                Some(p.display().to_string()),
+                std::fs::read(p).ok().map(|b| crate::snapshot::digest(&b)),
+            ),
+            None => plan.snapshot(slot),
+        };
+        if opts.drill.barrier && trigger != "retry" {
+            barrier();
+        }
         let mut start = plan.event(&run_id, slot, "start", trigger, None);
         start.snapshot_digest = digest;
         let req = AcquireRequest {
@@ -334,7 +365,12 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             job: plan.ledger_job.clone(),
             scheduled_at: slot,
         });
+        let mut alive = None;
         let prepared = std::fs::create_dir_all(&run_dir)
+            .and_then(|()| {
+                alive = Some(hold_run_dir(&run_dir)?);
+                Ok(())
+            })
             .and_then(|()| meta.as_ref().map_or(Ok(()), |m| write_meta(&run_dir, m)))
             .and_then(|()| std::fs::write(&outputs_path, b""))
             .map_err(|e| format!("cannot prepare {}: {e}", run_dir.display()));
@@ -459,6 +495,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             }
             let _ = std::fs::remove_dir_all(&run_dir);
         }
+        drop(alive);
         let (exit_status, signal) = match &result {
             Ok(o) => match o.exit {
                 process::Exit::Code(c) => (Some(c), None),
@@ -502,7 +539,11 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             };
             return code;
         }
-        let delay = plan::delay(&plan.retry, u64::from(attempt));
+        let delay = if opts.drill.no_delay {
+            std::time::Duration::ZERO
+        } else {
+            plan::delay(&plan.retry, u64::from(attempt))
+        };
         if let Some(sig) = process::sleep_unless_stopped(delay) {
             report.outcome = "failed";
             let c = 128u8.saturating_add(u8::try_from(sig).unwrap_or(0));
@@ -513,6 +554,14 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
         trigger = "retry";
         run_id = new_run_id();
     }
+}
+
+/// Blocks until stdin reaches its end (the drill's barrier; see [`Drill::barrier`]).
+fn barrier() {
+    use std::io::Read;
+    let mut sink = [0u8; 64];
+    let mut stdin = std::io::stdin().lock();
+    while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
 }
 
 /// The exit code of item 12 for one attempt.
@@ -593,7 +642,7 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
     for run in st.abandoned()? {
         let dir = runs.join(&run.run_id);
         let file = dir.join("outputs");
-        if !file.is_file() {
+        if !file.is_file() || run_dir_alive(&dir) {
             continue;
         }
         let (outputs, _) = classify::read_outputs(&file, Timestamp::now());
@@ -616,7 +665,7 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
         let Some(run_id) = dir.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
-        if meta.store != store_url || st.live(run_id)? {
+        if meta.store != store_url || run_dir_alive(&dir) || st.live(run_id)? {
             continue;
         }
         let (outputs, _) = classify::read_outputs(&dir.join("outputs"), Timestamp::now());
@@ -643,6 +692,37 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(done)
+}
+
+const RUN_LOCK: &str = "alive";
+
+/// An exclusive `flock` on the run directory's lock file, held for the life of the attempt:
+/// the kernel drops it when the process dies, so a run whose lease has expired but whose
+/// process is merely paused (stopped, swapped out, frozen) is never taken for dead and its
+/// outputs file is not ingested from under it.
+fn hold_run_dir(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(RUN_LOCK))?;
+    // SAFETY: flock on a file we own; the fd lives as long as `f`.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(f)
+}
+
+/// Whether a live process still holds the run directory (see [`hold_run_dir`]).
+fn run_dir_alive(dir: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(dir.join(RUN_LOCK)) else {
+        return false;
+    };
+    // SAFETY: flock on a file we own; a lock taken here is dropped with `f`.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
 /// A run id: unique without coordination (time, pid and 64 random bits).

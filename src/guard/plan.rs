@@ -65,7 +65,7 @@ fn hostname() -> String {
 
 /// The manifest's bytes, reading no more than the loader accepts (a huge file, or a device
 /// that never ends, is refused without being read).
-fn read_manifest(path: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read_manifest(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let max = crate::manifest::load::MAX_FILE_BYTES;
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
@@ -205,7 +205,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
     };
     // A template that cannot be filled is refused before the store is touched, not found
     // after a lease was taken for nothing.
-    let snap = plan.snapshot.as_ref().map(|_| "SNAPSHOT");
+    let snap = (plan.snapshot.is_some() || opts.drill.snapshot.is_some()).then_some("SNAPSHOT");
     plan.argv(Timestamp::UNIX_EPOCH, "RUN_ID", 1, snap)
         .and_then(|_| plan.lock_key(Timestamp::UNIX_EPOCH, "RUN_ID"))
         .map_err(|e| bad(&format!("cannot be run: {e}")))?;
@@ -221,23 +221,33 @@ impl Plan {
         st: &mut dyn Store,
     ) -> Result<Timestamp, SlotError> {
         if let Some(t) = given {
-            let after = t.checked_add(SignedDuration::from_secs(1)).unwrap_or(t);
-            if self.schedule.slots(&self.tz, t, after).contains(&t) {
-                return Ok(t);
-            }
-            let next = self.schedule.next_after(&self.tz, t);
-            return Err(SlotError::Other(format!(
-                "--scheduled-at {} is not a slot of job `{}` (`{}` in {}, zone {}){}",
-                store::rfc3339(t),
-                self.job_name,
-                self.schedule.expr(),
-                self.schedule.dialect(),
-                self.tz.iana_name().unwrap_or("UTC"),
-                next.map(|n| format!("; the next slot is {}", store::rfc3339(n)))
-                    .unwrap_or_default()
-            )));
+            return self.given_slot(t).map_err(SlotError::Other);
         }
         let now = st.now().map_err(SlotError::Store)?;
+        self.latest_slot(now).map_err(SlotError::Other)
+    }
+
+    /// `t` when it is a slot of the schedule; else why not, with the next slot.
+    pub fn given_slot(&self, t: Timestamp) -> Result<Timestamp, String> {
+        let after = t.checked_add(SignedDuration::from_secs(1)).unwrap_or(t);
+        if self.schedule.slots(&self.tz, t, after).contains(&t) {
+            return Ok(t);
+        }
+        let next = self.schedule.next_after(&self.tz, t);
+        Err(format!(
+            "--scheduled-at {} is not a slot of job `{}` (`{}` in {}, zone {}){}",
+            store::rfc3339(t),
+            self.job_name,
+            self.schedule.expr(),
+            self.schedule.dialect(),
+            self.tz.iana_name().unwrap_or("UTC"),
+            next.map(|n| format!("; the next slot is {}", store::rfc3339(n)))
+                .unwrap_or_default()
+        ))
+    }
+
+    /// The latest slot at or before `now`.
+    pub fn latest_slot(&self, now: Timestamp) -> Result<Timestamp, String> {
         let until = now
             .checked_add(SignedDuration::from_micros(1))
             .unwrap_or(now);
@@ -249,11 +259,11 @@ impl Plan {
                 return Ok(*t);
             }
         }
-        Err(SlotError::Other(format!(
+        Err(format!(
             "job `{}` has no slot at or before {}",
             self.job_name,
             store::rfc3339(now)
-        )))
+        ))
     }
 
     fn values<'a>(

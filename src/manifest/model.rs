@@ -503,6 +503,8 @@ section! {
     pub struct Replay {
         /// argv with {snapshot} for the input file.
         command: Command,
+        /// argv that prints the keys really applied in the sandbox, one a line.
+        verify: Command,
     }
 }
 

@@ -4,13 +4,13 @@ use super::audit_pretty::{by_job, pct, secs};
 use crate::audit::AuditResult;
 use crate::finding::Severity;
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
 /// `s` as one code span, fenced with one backtick more than the longest run inside it
 /// (and padded when it starts or ends with one), so no text can break out of it.
-fn code(s: &str) -> String {
+pub(crate) fn code(s: &str) -> String {
     let s = s.replace('\n', " ");
     let mut longest = 0;
     let mut run = 0;
@@ -28,7 +28,7 @@ fn code(s: &str) -> String {
 
 /// Message text: its code spans kept, a stray backtick (from a value) escaped so it cannot
 /// open a span that swallows the rest of the line.
-fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     let s = esc(s);
     if s.matches('`').count().is_multiple_of(2) {
         s

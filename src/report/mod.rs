@@ -5,6 +5,7 @@ pub mod audit_html;
 pub mod audit_json;
 pub mod audit_markdown;
 pub mod audit_pretty;
+pub mod drill;
 pub mod github;
 pub mod json;
 pub mod pretty;

@@ -566,3 +566,104 @@ fn connect(path: &Path) -> Result<(tokio::runtime::Runtime, SqliteConnection, St
     })?;
     Ok((rt, conn, shown))
 }
+
+/// What `batchguard drill` does to its own sandbox store between the steps of a scenario,
+/// and how it reads the outcome back. Never used on a store `run` shares with a scheduler.
+impl SqliteStore {
+    /// Ends every held lease now, as if each holder's TTL had run out (a drill does not
+    /// wait a real TTL to play a crashed or paused holder).
+    pub fn expire_leases(&mut self) -> Result<u64, StoreError> {
+        let now = micros((self.clock)());
+        let r = self.rt.block_on(
+            sqlx::query(
+                "UPDATE batchguard_leases SET lease_until = ?1 WHERE state = 'held' AND lease_until > ?1",
+            )
+            .bind(now)
+            .execute(&mut self.conn),
+        );
+        r.map(|r| r.rows_affected())
+            .map_err(|e| self.fail("cannot expire the leases", e))
+    }
+
+    /// Forgets that a slot succeeded and releases its leases, as a lock without success
+    /// markers would after its lease expired; the fencing counter and the ledger stay.
+    pub fn forget_slot(&mut self, job: &str, scheduled_at: Timestamp) -> Result<(), StoreError> {
+        let slot = rfc3339(scheduled_at);
+        let now = micros((self.clock)());
+        let r = self.rt.block_on(async {
+            sqlx::query("DELETE FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2")
+                .bind(job)
+                .bind(&slot)
+                .execute(&mut self.conn)
+                .await?;
+            sqlx::query(
+                "UPDATE batchguard_leases SET state = 'released', lease_until = MIN(lease_until, ?3) \
+                 WHERE job = ?1 AND scheduled_at = ?2",
+            )
+            .bind(job)
+            .bind(&slot)
+            .bind(now)
+            .execute(&mut self.conn)
+            .await
+        });
+        r.map(|_| ())
+            .map_err(|e| self.fail("cannot forget the slot", e))
+    }
+
+    /// The job's events in the order they were written.
+    pub fn events_of(&mut self, job: &str) -> Result<Vec<EventRow>, StoreError> {
+        type Row = (
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            String,
+            Option<i64>,
+            Option<String>,
+        );
+        let rows: Result<Vec<Row>, _> = self.rt.block_on(
+            sqlx::query_as(
+                "SELECT run_id, scheduled_at, event, at, instance, attempt, status, error_code, \
+                 snapshot_digest, \"trigger\", fence, detail FROM batchguard_events WHERE job = ?1 ORDER BY rowid",
+            )
+            .bind(job)
+            .fetch_all(&mut self.conn),
+        );
+        let rows = rows.map_err(|e| self.fail("cannot read the events", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| EventRow {
+                run_id: r.0,
+                job: job.to_owned(),
+                scheduled_at: r.1.parse().unwrap_or(Timestamp::UNIX_EPOCH),
+                event: r.2,
+                at: r.3.parse().unwrap_or(Timestamp::UNIX_EPOCH),
+                instance: r.4,
+                attempt: r.5.and_then(|a| u32::try_from(a).ok()),
+                status: r.6,
+                error_code: r.7,
+                snapshot_digest: r.8,
+                trigger: r.9,
+                fence: r.10,
+                detail: r.11,
+            })
+            .collect())
+    }
+
+    /// The job's applied outputs as `(output_key, run_id)`, in the order they were written.
+    pub fn outputs_of(&mut self, job: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = self.rt.block_on(
+            sqlx::query_as(
+                "SELECT output_key, run_id FROM batchguard_outputs WHERE job = ?1 ORDER BY rowid",
+            )
+            .bind(job)
+            .fetch_all(&mut self.conn),
+        );
+        rows.map_err(|e| self.fail("cannot read the outputs", e))
+    }
+}

@@ -5,7 +5,7 @@ use crate::manifest::model::{Command, Field};
 
 declare_rule! {
     /// ## What it does
-    /// Reports a `command` (or `replay.command`) written as one shell string instead of
+    /// Reports a `command` (or `replay.command`, `replay.verify`) written as one shell string instead of
     /// an argv list. `batchguard run` and `drill` refuse such a command rather than hand
     /// it to a shell.
     ///
@@ -46,10 +46,11 @@ fn uses_shell_syntax(s: &str) -> bool {
 impl Rule for ShellCommand {
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let name = cx.job_name();
-        let replay = cx.job.replay.value().map(|r| &r.command);
+        let replay = cx.job.replay.value();
         for (field, command) in [
             ("command", Some(&cx.job.command)),
-            ("replay.command", replay),
+            ("replay.command", replay.map(|r| &r.command)),
+            ("replay.verify", replay.map(|r| &r.verify)),
         ] {
             let Some(Field::Ok(c)) = command else {
                 continue;

@@ -1,0 +1,137 @@
+//! The job as a drill needs it: the guard's plan (schedule, lock, timings: the same checks
+//! `run` makes) plus what only a drill reads (`replay`, `snapshot.key`, the runbook).
+
+use super::Options;
+use super::records::Format;
+use crate::guard::{self, plan::Plan};
+use crate::manifest::model::{Command, Field};
+use std::time::Duration;
+
+pub struct DrillJob {
+    pub plan: Plan,
+    pub replay: Vec<String>,
+    pub verify: Option<Vec<String>>,
+    pub key: String,
+    pub format: Format,
+    pub expected: Duration,
+    pub runbook: Runbook,
+}
+
+/// The runbook fields the quarterly record names.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Runbook {
+    pub owner: Option<String>,
+    pub on_call: Option<String>,
+    pub communication: Option<String>,
+    pub emergency_stop: Option<String>,
+    pub resume: Option<String>,
+}
+
+fn text(f: &Field<String>) -> Option<String> {
+    f.value().cloned().filter(|s| !s.trim().is_empty())
+}
+
+fn argv(c: &Field<Command>, what: &str, job: &str) -> Result<Option<Vec<String>>, String> {
+    match c {
+        Field::Absent => Ok(None),
+        Field::Invalid => Err(format!("job `{job}` has an invalid `{what}`")),
+        Field::Ok(c) => match &c.value {
+            Command::Argv(v) if v.is_empty() => Err(format!("job `{job}`: `{what}` is empty")),
+            Command::Argv(v) => Ok(Some(v.iter().map(|s| s.value.clone()).collect())),
+            Command::Shell(s) => Err(format!(
+                "job `{job}` has a one-string `{what}` (`{s}`): write it as an argv list; a drill never hands a command to a shell"
+            )),
+        },
+    }
+}
+
+pub fn load(opts: &Options) -> Result<DrillJob, String> {
+    let shown = opts.manifest.display().to_string();
+    let bytes = guard::plan::read_manifest(&opts.manifest)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let (_, loaded) = crate::manifest::load::load(&bytes);
+    // The guard's own reading gives the located message for a file that is no manifest
+    // and the did-you-mean for a job name; so it goes first.
+    let job = loaded.job(&opts.job).ok();
+    let name = &opts.job;
+    let replay_field = job.and_then(|j| j.replay.value());
+    let replay = match replay_field.map(|r| argv(&r.command, "replay.command", name)) {
+        Some(Ok(Some(v))) => Some(v),
+        Some(Err(e)) => return Err(format!("{shown}: {e}")),
+        _ => None,
+    };
+    let gopts = guard::Options {
+        manifest: opts.manifest.clone(),
+        job: opts.job.clone(),
+        store: "sqlite:drill".into(),
+        ledger: None,
+        scheduled_at: None,
+        instance: None,
+        manual: false,
+        reason: None,
+        report: None,
+        command: replay.clone().unwrap_or_default(),
+        rule_code: opts.rule_code,
+        drill: guard::Drill {
+            snapshot: Some(opts.snapshot.clone()),
+            barrier: false,
+            no_delay: true,
+        },
+    };
+    let plan = guard::plan::plan(&gopts)?;
+    let job = job.ok_or_else(|| format!("{shown}: no job named `{name}`"))?;
+    let replay = replay.ok_or_else(|| {
+        format!(
+            "{shown}: job `{name}` has no `replay.command`: a drill replays the slot's snapshot through it (e.g. replay: {{command: [\"node\", \"jobs/settle.js\", \"--input\", \"{{snapshot}}\"]}})"
+        )
+    })?;
+    let verify = match replay_field {
+        Some(r) => argv(&r.verify, "replay.verify", name).map_err(|e| format!("{shown}: {e}"))?,
+        None => None,
+    };
+    let snap = job.snapshot.value();
+    let key = snap.and_then(|s| text(&s.key)).ok_or_else(|| {
+        format!(
+            "{shown}: job `{name}` has no `snapshot.key`: a drill counts the snapshot's records by it"
+        )
+    })?;
+    let format = Format::of(
+        snap.and_then(|s| s.format.value()).map(|f| f.as_str()),
+        &opts.snapshot,
+    );
+    let expected = job
+        .expected_duration
+        .value()
+        .map(|d| Duration::from_secs(d.secs()))
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            format!(
+                "{shown}: job `{name}` has no valid `expected_duration`: a drill's time limit is 10 x it (or give --time-limit)"
+            )
+        });
+    let expected = match (expected, opts.time_limit) {
+        (Ok(d), _) => d,
+        (Err(_), Some(limit)) => limit / 10,
+        (Err(e), None) => return Err(e),
+    };
+    let runbook = job
+        .runbook
+        .value()
+        .map(|r| Runbook {
+            owner: text(&r.owner),
+            on_call: text(&r.on_call),
+            communication: text(&r.communication),
+            emergency_stop: text(&r.emergency_stop),
+            resume: text(&r.resume),
+        })
+        .unwrap_or_default();
+    Ok(DrillJob {
+        plan,
+        replay,
+        verify,
+        key,
+        format,
+        expected,
+        runbook,
+    })
+}

@@ -1,0 +1,315 @@
+//! `batchguard drill` (SPEC 7.3): the quarterly rehearsal. It replays one slot's input
+//! snapshot through the job's `replay.command` in sandboxes and proves that a rerun, two
+//! instances at once, a crash, a retry and a stale holder never apply a record twice or
+//! drop one.
+//!
+//! Every execution is a real `batchguard run` process (the guard's own code, with three
+//! hidden drill flags: the snapshot under test, a barrier on stdin, no backoff wait) whose
+//! command is the drill's tap ([`shim`]) in front of the job. The drill synchronises on
+//! facts it can observe: process exits, the tap's marker files, the sandbox store's rows.
+//!
+//! | room | holds |
+//! |---|---|
+//! | `job.rs` | the manifest job: the guard's plan, `replay`, `snapshot.key`, runbook |
+//! | `records.rs` | the snapshot's record keys, read strictly |
+//! | `sandbox.rs` | a sandbox (directory, SQLite store, `BATCHGUARD_SANDBOX`) and its processes |
+//! | `count.rs` | what a scenario applied, by the outputs ledger or `replay.verify`, judged |
+//! | `scenarios/` | one file per scenario |
+//! | `shim.rs` | the tap between the guard and the job |
+
+pub mod count;
+pub mod job;
+pub mod records;
+pub mod sandbox;
+pub mod scenarios;
+pub mod shim;
+
+use jiff::Timestamp;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What `drill` was asked to do.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub manifest: PathBuf,
+    pub job: String,
+    pub snapshot: PathBuf,
+    pub scheduled_at: Option<Timestamp>,
+    pub ledger: Option<String>,
+    pub scenarios: Vec<Scenario>,
+    /// A store the user named; refused unless it is a fresh SQLite file (SPEC 9).
+    pub store: Option<String>,
+    /// Where the sandboxes are made (kept); default a temporary directory, removed after.
+    pub sandbox: Option<PathBuf>,
+    pub time_limit: Option<Duration>,
+    /// The batchguard binary that runs each execution (this one).
+    pub exe: PathBuf,
+    pub rule_code: fn(crate::manifest::Issue) -> &'static str,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    Clean,
+    Rerun,
+    Concurrent,
+    Crash,
+    Retry,
+    Stale,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 6] = [
+        Scenario::Clean,
+        Scenario::Rerun,
+        Scenario::Concurrent,
+        Scenario::Crash,
+        Scenario::Retry,
+        Scenario::Stale,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Clean => "clean",
+            Scenario::Rerun => "rerun",
+            Scenario::Concurrent => "concurrent",
+            Scenario::Crash => "crash",
+            Scenario::Retry => "retry",
+            Scenario::Stale => "stale",
+        }
+    }
+
+    /// Parses `--scenarios clean,rerun`; `all` is every scenario.
+    pub fn parse_list(s: &str) -> Result<Vec<Scenario>, String> {
+        let mut out = Vec::new();
+        for w in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            if w == "all" {
+                out.extend(Scenario::ALL);
+                continue;
+            }
+            let Some(sc) = Scenario::ALL.into_iter().find(|sc| sc.name() == w) else {
+                let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
+                let hint = crate::text::closest(w, &names)
+                    .map(|c| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "`{w}` is not a drill scenario{hint}; the scenarios are {}",
+                    names.join(", ")
+                ));
+            };
+            out.push(sc);
+        }
+        if out.is_empty() {
+            return Err("--scenarios names no scenario".into());
+        }
+        // `rerun` continues `clean`'s sandbox, so selecting it runs `clean` first.
+        if out.contains(&Scenario::Rerun) {
+            out.push(Scenario::Clean);
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+}
+
+/// How outputs were counted (SPEC 8 `counted_by`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountedBy {
+    OutputsFile,
+    Verify,
+}
+
+/// One scenario's outcome (SPEC 8).
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioResult {
+    pub name: &'static str,
+    pub passed: bool,
+    pub inputs: u64,
+    pub outputs: u64,
+    pub duplicates: u64,
+    pub missing: u64,
+    pub unexpected: u64,
+    pub seconds: f64,
+    /// From the fault to the slot's successful end (`crash`, `retry`, `stale`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery_seconds: Option<f64>,
+    pub attempts: u64,
+    pub fences: Vec<i64>,
+    pub skip_reasons: Vec<String>,
+    pub offending_keys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The whole drill (SPEC 8 `drill --format json`, plus what the quarterly record names).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub version: u32,
+    pub tool: &'static str,
+    pub job: String,
+    pub service: String,
+    pub scheduled_at: String,
+    pub passed: bool,
+    pub counted_by: CountedBy,
+    pub snapshot: String,
+    pub snapshot_digest: String,
+    /// What the digest check against `--ledger` found; absent without `--ledger`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger_digest: Option<DigestCheck>,
+    pub started_at: String,
+    pub runbook: job::Runbook,
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DigestCheck {
+    pub matches: bool,
+    pub recorded: Option<String>,
+    pub note: String,
+}
+
+/// Why a drill could not run (exit 2).
+#[derive(Debug)]
+pub struct CannotRun(pub String);
+
+/// The most offending keys a report names (SPEC 8).
+pub const MAX_KEYS: usize = 20;
+
+/// A drill's report, and where its sandboxes were kept (a `--sandbox`, or a temporary
+/// one that holds a failure).
+pub struct Done {
+    pub report: Report,
+    pub kept: Option<PathBuf>,
+}
+
+/// The whole command: checks, then every selected scenario in its own sandbox.
+pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
+    let e = CannotRun;
+    let dj = job::load(opts).map_err(e)?;
+    if let Some(s) = &opts.store {
+        refuse_store(s).map_err(CannotRun)?;
+    }
+    let snapshot = std::path::absolute(&opts.snapshot)
+        .map_err(|err| CannotRun(format!("{}: {err}", opts.snapshot.display())))?;
+    let bytes = std::fs::read(&snapshot).map_err(|err| {
+        CannotRun(format!(
+            "cannot read the snapshot {}: {err}",
+            snapshot.display()
+        ))
+    })?;
+    let digest = crate::snapshot::digest(&bytes);
+    drop(bytes);
+    let records = records::read(&snapshot, dj.format, &dj.key).map_err(CannotRun)?;
+    let slot = match opts.scheduled_at {
+        Some(t) => dj.plan.given_slot(t),
+        None => dj.plan.latest_slot(Timestamp::now()),
+    }
+    .map_err(CannotRun)?;
+    let started_at = crate::store::rfc3339(Timestamp::now());
+    let mut report = Report {
+        version: 1,
+        tool: "batchguard",
+        job: dj.plan.job_name.clone(),
+        service: dj.plan.service.clone(),
+        scheduled_at: crate::store::rfc3339(slot),
+        passed: false,
+        counted_by: if dj.verify.is_some() {
+            CountedBy::Verify
+        } else {
+            CountedBy::OutputsFile
+        },
+        snapshot: snapshot.display().to_string(),
+        snapshot_digest: digest.clone(),
+        ledger_digest: None,
+        started_at,
+        runbook: dj.runbook.clone(),
+        scenarios: Vec::new(),
+    };
+    if let Some(l) = &opts.ledger {
+        let check = count::ledger_digest(l, &dj.plan, slot, &digest).map_err(CannotRun)?;
+        let matches = check.matches;
+        report.ledger_digest = Some(check);
+        if !matches {
+            // The snapshot is not the slot's input: nothing it proves would be about the slot.
+            return Ok(Done { report, kept: None });
+        }
+    }
+    let root =
+        sandbox::Root::new(opts.sandbox.as_deref(), opts.store.as_deref()).map_err(CannotRun)?;
+    let limit = opts.time_limit.unwrap_or(dj.expected * 10);
+    let cx = sandbox::Cx {
+        exe: opts.exe.clone(),
+        manifest: std::path::absolute(&opts.manifest)
+            .map_err(|err| CannotRun(format!("{}: {err}", opts.manifest.display())))?,
+        job: dj,
+        snapshot,
+        slot,
+        limit,
+        records,
+        cwd: std::env::current_dir()
+            .map_err(|err| CannotRun(format!("the working directory: {err}")))?,
+    };
+    let mut clean_box = None;
+    for sc in &opts.scenarios {
+        let result = match sc {
+            Scenario::Clean => {
+                let sb = root.sandbox("clean", true).map_err(CannotRun)?;
+                let r = scenarios::clean::run(&cx, &sb);
+                clean_box = Some(sb);
+                r
+            }
+            Scenario::Rerun => match &clean_box {
+                Some(sb) => scenarios::rerun::run(&cx, sb),
+                None => unreachable_rerun(),
+            },
+            Scenario::Concurrent => scenarios::concurrent::run(
+                &cx,
+                &root.sandbox("concurrent", false).map_err(CannotRun)?,
+            ),
+            Scenario::Crash => {
+                scenarios::crash::run(&cx, &root.sandbox("crash", false).map_err(CannotRun)?)
+            }
+            Scenario::Retry => {
+                scenarios::retry::run(&cx, &root.sandbox("retry", false).map_err(CannotRun)?)
+            }
+            Scenario::Stale => {
+                scenarios::stale::run(&cx, &root.sandbox("stale", false).map_err(CannotRun)?)
+            }
+        }
+        .map_err(CannotRun)?;
+        report.scenarios.push(result);
+    }
+    report.passed = report.scenarios.iter().all(|s| s.passed);
+    let kept = root.finish(report.passed);
+    Ok(Done { report, kept })
+}
+
+/// `--record SOURCE`: appends the drill's outcome to the drill records (SPEC 5.3).
+pub fn record(_source: &str, _report: &Report) -> Result<(), String> {
+    Err("--record: drill records are not built yet".into())
+}
+
+/// `parse_list` always puts `clean` before `rerun`.
+fn unreachable_rerun() -> Result<ScenarioResult, String> {
+    Err("`rerun` needs `clean` first".into())
+}
+
+/// SPEC 9: a drill writes only inside its sandbox. A store is accepted only when it is a
+/// SQLite file that does not exist yet (it becomes the `clean` sandbox's store).
+fn refuse_store(url: &str) -> Result<(), String> {
+    let shown = crate::db::mask(url);
+    let Some(path) = url.strip_prefix("sqlite:") else {
+        return Err(format!(
+            "--store {shown} is not a fresh sandbox: a drill never writes to a store a scheduler uses; it makes its own SQLite store in each sandbox (leave --store out, or name a sqlite: file that does not exist yet)"
+        ));
+    };
+    let path = path.strip_prefix("//").unwrap_or(path);
+    if path.is_empty() || std::path::Path::new(path).exists() {
+        return Err(format!(
+            "--store {shown} is not a fresh sandbox: the file exists (it may be a store `run` uses); a drill only writes to a store it creates. It was left untouched"
+        ));
+    }
+    Ok(())
+}

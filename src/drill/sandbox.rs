@@ -1,0 +1,310 @@
+//! Sandboxes and the `batchguard run` processes a scenario starts in them.
+//!
+//! A sandbox is a directory the drill made: `store.db` (a fresh SQLite store), `state/`
+//! (`BATCHGUARD_SANDBOX`, the job's own state), `ctl/` (the tap's FIFOs and markers),
+//! `logs/` (each execution's stdout and stderr). The guard runs with the sandbox as its
+//! working directory, so its `.batchguard/` (run directories, spool) is the sandbox's too;
+//! the job runs in the drill's working directory, as under `run`.
+
+use super::job::DrillJob;
+use super::records::Records;
+use super::shim::{self, Mode};
+use jiff::Timestamp;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where the sandboxes go.
+pub struct Root {
+    dir: PathBuf,
+    temporary: bool,
+    clean_store: Option<PathBuf>,
+}
+
+impl Root {
+    /// `--sandbox DIR` (must be new or empty; kept), else a temporary directory. `store`
+    /// is a fresh `sqlite:` file already vetted by the caller: the `clean` sandbox's store.
+    pub fn new(dir: Option<&Path>, store: Option<&str>) -> Result<Root, String> {
+        let clean_store = store.map(|s| {
+            let p = s.strip_prefix("sqlite:").unwrap_or(s);
+            PathBuf::from(p.strip_prefix("//").unwrap_or(p))
+        });
+        let clean_store = match clean_store {
+            Some(p) => Some(std::path::absolute(&p).map_err(|e| format!("{}: {e}", p.display()))?),
+            None => None,
+        };
+        match dir {
+            Some(d) => {
+                if d.exists() {
+                    let empty = std::fs::read_dir(d)
+                        .map_err(|e| format!("--sandbox {}: {e}", d.display()))?
+                        .next()
+                        .is_none();
+                    if !empty {
+                        return Err(format!(
+                            "--sandbox {} is not empty: a drill starts from fresh sandboxes, so it never reuses what an earlier drill left",
+                            d.display()
+                        ));
+                    }
+                }
+                std::fs::create_dir_all(d)
+                    .map_err(|e| format!("--sandbox {}: {e}", d.display()))?;
+                Ok(Root {
+                    dir: std::path::absolute(d).map_err(|e| format!("{}: {e}", d.display()))?,
+                    temporary: false,
+                    clean_store,
+                })
+            }
+            None => {
+                let dir = std::env::temp_dir()
+                    .join(format!("batchguard-drill-{}", crate::guard::new_run_id()));
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("cannot make a sandbox in {}: {e}", dir.display()))?;
+                Ok(Root {
+                    dir,
+                    temporary: true,
+                    clean_store,
+                })
+            }
+        }
+    }
+
+    pub fn sandbox(&self, name: &str, clean: bool) -> Result<Sandbox, String> {
+        let dir = self.dir.join(name);
+        let sb = Sandbox {
+            ctl: dir.join("ctl"),
+            state: dir.join("state"),
+            logs: dir.join("logs"),
+            store: match (&self.clean_store, clean) {
+                (Some(p), true) => p.clone(),
+                _ => dir.join("store.db"),
+            },
+            dir,
+        };
+        for d in [&sb.dir, &sb.ctl, &sb.state, &sb.logs] {
+            std::fs::create_dir_all(d).map_err(|e| format!("cannot make {}: {e}", d.display()))?;
+        }
+        Ok(sb)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A temporary root goes when every scenario passed; one that holds a failure stays
+    /// for whoever reads the report (its path is printed).
+    pub fn finish(&self, passed: bool) -> Option<PathBuf> {
+        if self.temporary && passed {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            None
+        } else {
+            Some(self.dir.clone())
+        }
+    }
+}
+
+pub struct Sandbox {
+    pub dir: PathBuf,
+    pub ctl: PathBuf,
+    pub state: PathBuf,
+    pub logs: PathBuf,
+    pub store: PathBuf,
+}
+
+impl Sandbox {
+    pub fn store_url(&self) -> String {
+        format!("sqlite:{}", self.store.display())
+    }
+
+    pub fn open_store(&self) -> Result<crate::store::sqlite::SqliteStore, String> {
+        crate::store::sqlite::SqliteStore::open(&self.store).map_err(|e| e.0)
+    }
+
+    /// Markers with this prefix: `(tap pid, body)`.
+    pub fn markers(&self, prefix: &str) -> Vec<(i32, String)> {
+        let Ok(rd) = std::fs::read_dir(&self.ctl) else {
+            return Vec::new();
+        };
+        rd.filter_map(|e| {
+            let e = e.ok()?;
+            let name = e.file_name().into_string().ok()?;
+            let pid = name.strip_prefix(prefix)?.parse().ok()?;
+            let body = std::fs::read_to_string(e.path()).unwrap_or_default();
+            Some((pid, body))
+        })
+        .collect()
+    }
+
+    pub fn mark(&self, name: &str) -> Result<(), String> {
+        shim::mark(&self.ctl, name, "")
+            .map_err(|e| format!("cannot write to {}: {e}", self.ctl.display()))
+    }
+}
+
+/// What every scenario shares.
+pub struct Cx {
+    pub exe: PathBuf,
+    pub manifest: PathBuf,
+    pub job: DrillJob,
+    pub snapshot: PathBuf,
+    pub slot: Timestamp,
+    pub limit: Duration,
+    pub records: Records,
+    pub cwd: PathBuf,
+}
+
+/// One `batchguard run` process, the leader of its own process group.
+pub struct Instance {
+    pub child: Child,
+    pub name: String,
+    pub status: Option<ExitStatus>,
+}
+
+impl Instance {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Reaps the process if it has ended.
+    pub fn poll(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none()
+            && let Ok(Some(st)) = self.child.try_wait()
+        {
+            self.status = Some(st);
+        }
+        self.status
+    }
+
+    pub fn signal(&self, sig: i32) {
+        if self.status.is_none() {
+            // SAFETY: a signal to the process group this process leads.
+            unsafe {
+                libc::killpg(self.pid(), sig);
+            }
+        }
+    }
+
+    /// KILL, then reap: the guard's death takes the tap and the job with it (their
+    /// parent-death signal).
+    pub fn kill(&mut self) {
+        self.signal(libc::SIGKILL);
+        if self.status.is_none() {
+            self.status = self.child.wait().ok();
+        }
+    }
+}
+
+/// A signal to a process or group we learnt from a marker.
+pub fn signal_pid(pid: i32, sig: i32) {
+    // SAFETY: plain kill(2); ESRCH (gone) is fine.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+pub fn signal_group(pgid: i32, sig: i32) {
+    // SAFETY: plain killpg(2); ESRCH (gone) is fine.
+    unsafe {
+        libc::killpg(pgid, sig);
+    }
+}
+
+impl Cx {
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.limit
+    }
+
+    /// Starts `batchguard run` for the drill's slot in `sb`, the tap in `mode` in front of
+    /// the job. `barrier` is the read end the instance waits on before its acquire; `extra`
+    /// are more `run` arguments (a manual recovery's).
+    pub fn spawn(
+        &self,
+        sb: &Sandbox,
+        name: &str,
+        mode: Mode,
+        barrier: Option<Stdio>,
+        extra: &[&str],
+    ) -> Result<Instance, String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(sb.logs.join(format!("{name}.log")))
+            .map_err(|e| format!("cannot write the log in {}: {e}", sb.logs.display()))?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| format!("cannot write the log: {e}"))?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("run")
+            .arg("--manifest")
+            .arg(&self.manifest)
+            .arg("--job")
+            .arg(&self.job.plan.job_name)
+            .arg("--store")
+            .arg(sb.store_url())
+            .arg("--scheduled-at")
+            .arg(crate::store::rfc3339(self.slot))
+            .arg("--instance")
+            .arg(name)
+            .arg("--drill-snapshot")
+            .arg(&self.snapshot)
+            .arg("--drill-no-delay");
+        if barrier.is_some() {
+            cmd.arg("--drill-barrier");
+        }
+        cmd.args(extra);
+        cmd.arg("--")
+            .arg(&self.exe)
+            .arg("__drill-job")
+            .arg("--")
+            .args(&self.job.replay)
+            .env("BATCHGUARD_SANDBOX", &sb.state)
+            .env(shim::ENV_CTL, &sb.ctl)
+            .env(shim::ENV_MODE, mode.as_str())
+            .env(shim::ENV_CWD, &self.cwd)
+            .current_dir(&sb.dir)
+            .stdin(barrier.unwrap_or_else(Stdio::null))
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        Ok(Instance {
+            child,
+            name: name.to_owned(),
+            status: None,
+        })
+    }
+
+    /// Waits until `fact` holds, or the deadline passes (false).
+    pub fn wait_for(&self, deadline: Instant, mut fact: impl FnMut() -> bool) -> bool {
+        loop {
+            if fact() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Waits for the instance to end; on the deadline every given instance is killed and
+    /// `None` returned.
+    pub fn wait_exit(&self, inst: &mut Instance, deadline: Instant) -> Option<ExitStatus> {
+        if self.wait_for(deadline, || inst.poll().is_some()) {
+            inst.status
+        } else {
+            inst.kill();
+            None
+        }
+    }
+
+    pub fn limit_reason(&self) -> String {
+        format!(
+            "the scenario did not finish within its time limit of {} (10 x expected_duration, or --time-limit)",
+            crate::text::duration::secs(self.limit.as_secs())
+        )
+    }
+}
