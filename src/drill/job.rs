@@ -78,6 +78,14 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
             no_delay: true,
         },
     };
+    // Without a replay command the guard would fall back to the job's `command` (or say
+    // there is none): a drill replays through `replay.command` only.
+    let replay = match (job, replay) {
+        (Some(_), None) => Err(format!(
+            "{shown}: job `{name}` has no `replay.command`: a drill replays the slot's snapshot through it (e.g. replay: {{command: [\"node\", \"jobs/settle.js\", \"--input\", \"{{snapshot}}\"]}})"
+        )),
+        (_, r) => Ok(r),
+    }?;
     let plan = guard::plan::plan(&gopts)?;
     let job = job.ok_or_else(|| format!("{shown}: no job named `{name}`"))?;
     let replay = replay.ok_or_else(|| {
