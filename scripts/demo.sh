@@ -2,7 +2,8 @@
 # The bundled demo: lint the demo service's manifest, audit one day of its ledger, then
 # `batchguard run` at work on the embedded SQLite store in a scratch directory: two
 # instances on one tick (one runs, one skips naming the holder), a retry after exit 75,
-# and an audit of what run wrote.
+# and an audit of what run wrote; then `batchguard drill` of the two example Node.js jobs
+# (the idempotent one passes, the naive one fails where it must; skipped without node).
 # Lint and audit find the demo's deliberate mistakes (exit 1 each); only "could not run"
 # (2) fails the demo.
 set -uo pipefail
@@ -66,4 +67,21 @@ echo
 echo "== batchguard audit --ledger sqlite:.batchguard/store.db"
 (cd "$tmp" && "$bg" audit --ledger sqlite:.batchguard/store.db --manifest billing.batchguard.yaml \
   --from "$tick" --to "$next") || [ $? -eq 1 ] || status=2
+
+echo
+echo "== batchguard drill: the quarterly rehearsal (examples/jobs, Node.js)"
+if command -v node >/dev/null 2>&1; then
+  drill() {
+    "$bg" drill --manifest examples/jobs/billing.batchguard.yaml --job "$1" \
+      --snapshot examples/snapshots/settle-payments/2026-03-01T02:00:00Z.jsonl \
+      --scheduled-at 2026-03-01T02:00:00Z --sandbox "$tmp/drill-$1"
+  }
+  echo "-- the idempotent settlement passes every scenario"
+  drill settle-payments || status=2
+  echo
+  echo "-- the naive settlement fails rerun, crash, retry and stale, naming what it settled twice"
+  drill settle-payments-naive; [ $? -eq 1 ] || status=2
+else
+  echo "skipped: node is not on PATH (the example jobs are Node.js)"
+fi
 exit $status
