@@ -319,6 +319,11 @@ fn outputs_that_name_no_record_are_unexpected() {
 fn normalized(mut r: Value) -> String {
     r["started_at"] = "STARTED_AT".into();
     r["snapshot"] = "SNAPSHOT".into();
+    assert!(
+        r["job_cpu_seconds"].as_f64().is_some_and(|c| c >= 0.0),
+        "{r:#}"
+    );
+    r["job_cpu_seconds"] = "CPU".into();
     for s in r["scenarios"].as_array_mut().unwrap() {
         s["seconds"] = "SECONDS".into();
     }

@@ -58,6 +58,7 @@ fn verify(cx: &Cx, sb: &Sandbox, argv: &[String]) -> Result<Vec<String>, String>
         ("BATCHGUARD_SCHEDULED_AT".to_owned(), slot.clone()),
         ("BATCHGUARD_SNAPSHOT".to_owned(), snapshot.clone()),
     ];
+    let cpu0 = super::shim::children_cpu();
     let out = crate::process::capture(&crate::process::Capture {
         argv: &argv,
         env: &env,
@@ -68,6 +69,8 @@ fn verify(cx: &Cx, sb: &Sandbox, argv: &[String]) -> Result<Vec<String>, String>
         stderr_cap: 4096,
     })
     .map_err(|e| format!("replay.verify could not run: {e:?}"))?;
+    cx.verify_cpu
+        .set(cx.verify_cpu.get() + (super::shim::children_cpu() - cpu0).max(0.0));
     let shown = argv
         .first()
         .map(|a| a.to_string_lossy().into_owned())

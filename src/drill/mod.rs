@@ -161,6 +161,10 @@ pub struct Report {
     pub started_at: String,
     pub runbook: job::Runbook,
     pub scenarios: Vec<ScenarioResult>,
+    /// CPU seconds the job's executions and `replay.verify` used (measured by the tap and
+    /// the drill), so batchguard's own share of a drill can be told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_cpu_seconds: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -226,6 +230,7 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
         started_at,
         runbook: dj.runbook.clone(),
         scenarios: Vec::new(),
+        job_cpu_seconds: None,
     };
     if let Some(l) = &opts.ledger {
         let check = count::ledger_digest(l, &dj.plan, slot, &digest).map_err(CannotRun)?;
@@ -250,6 +255,7 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
         records,
         cwd: std::env::current_dir()
             .map_err(|err| CannotRun(format!("the working directory: {err}")))?,
+        verify_cpu: std::cell::Cell::new(0.0),
     };
     let mut clean_box = None;
     for sc in &opts.scenarios {
@@ -282,6 +288,7 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
         report.scenarios.push(result);
     }
     report.passed = report.scenarios.iter().all(|s| s.passed);
+    report.job_cpu_seconds = Some(root.jobs_cpu() + cx.verify_cpu.get());
     let kept = root.finish(report.passed);
     Ok(Done { report, kept })
 }

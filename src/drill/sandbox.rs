@@ -92,6 +92,24 @@ impl Root {
         &self.dir
     }
 
+    /// CPU seconds the jobs of every sandbox used, as their taps measured them.
+    pub fn jobs_cpu(&self) -> f64 {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return 0.0;
+        };
+        rd.flatten()
+            .map(|e| Sandbox {
+                ctl: e.path().join("ctl"),
+                dir: e.path(),
+                state: PathBuf::new(),
+                logs: PathBuf::new(),
+                store: PathBuf::new(),
+            })
+            .flat_map(|sb| sb.markers(shim::CPU))
+            .filter_map(|(_, body)| body.trim().parse::<f64>().ok())
+            .sum()
+    }
+
     /// A temporary root goes when every scenario passed; one that holds a failure stays
     /// for whoever reads the report (its path is printed).
     pub fn finish(&self, passed: bool) -> Option<PathBuf> {
@@ -152,6 +170,8 @@ pub struct Cx {
     pub limit: Duration,
     pub records: Records,
     pub cwd: PathBuf,
+    /// CPU seconds `replay.verify` used so far (the drill runs one at a time).
+    pub verify_cpu: std::cell::Cell<f64>,
 }
 
 /// One `batchguard run` process, the leader of its own process group.

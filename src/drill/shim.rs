@@ -226,6 +226,7 @@ pub fn main(argv: &[String]) -> u8 {
                         libc::killpg(pgid, libc::SIGKILL);
                     }
                     let _ = child.wait();
+                    job_cpu(&ctl, me);
                     let _ = drain(fd, &mut chunk, &mut pending);
                     copy_lines(&mut pending, &mut sink);
                     flush_rest(&mut pending, &mut sink);
@@ -261,6 +262,7 @@ pub fn main(argv: &[String]) -> u8 {
             Err(e) => break Err(e),
         }
     };
+    job_cpu(&ctl, me);
     let _ = drain(fd, &mut chunk, &mut pending);
     copy_lines(&mut pending, &mut sink);
     flush_rest(&mut pending, &mut sink);
@@ -284,6 +286,30 @@ pub fn main(argv: &[String]) -> u8 {
         },
         Err(e) => die(&format!("cannot wait for the job: {e}")),
     }
+}
+
+/// Marker of the CPU seconds the job (and what it waited for) used, once it was reaped:
+/// the drill subtracts the jobs' CPU to tell its own.
+pub const CPU: &str = "cpu-";
+
+fn job_cpu(ctl: &Path, me: u32) {
+    let _ = mark(
+        ctl,
+        &format!("{CPU}{me}"),
+        &format!("{:.6}", children_cpu()),
+    );
+}
+
+/// User + system seconds of the reaped children of this process.
+pub fn children_cpu() -> f64 {
+    // SAFETY: getrusage fills a struct we own.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
 }
 
 fn stop_set() -> libc::sigset_t {
