@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// This is the incident behind batchguard: two instances ran the same tick and customers were billed twice.
+    ///
+    /// ## Example
+    /// Two `start`s for `settle` slot `2026-03-01T02:00:00Z` (`run_id` r1 on web-1 at 02:00:01, r2 on web-2 at 02:00:02) while r1 has no `end` yet -> AU102 naming both runs. A retry that starts after r1 ended in `failure` is not a duplicate.
     AU102 {
         code: "AU102",
         name: "duplicate-run",

@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// A run that vanished may have applied half of its input.
+    ///
+    /// ## Example
+    /// `start` of r1 at 02:00:01 and no `end` of r1 anywhere in the ledger -> AU103 for r1 (and AU111 for the slot, when it has no other success).
     AU103 {
         code: "AU103",
         name: "lost-run",

@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// Without the start, the run's duration, lock holding time and overlap with other runs are unknown.
+    ///
+    /// ## Example
+    /// An `end` of r7 with `status: success` and no `start` of r7 -> AU104 for r7.
     AU104 {
         code: "AU104",
         name: "orphan-end",

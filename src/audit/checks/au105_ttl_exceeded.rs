@@ -9,6 +9,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// Once the lock expired, a second instance could acquire it for the same slot while the first still worked.
+    ///
+    /// ## Example
+    /// `lock.ttl: 25m`; r1 starts at 02:00:00 and ends at 02:31:00 -> AU105: it ran 31m, 6m past the lease.
     AU105 {
         code: "AU105",
         name: "ttl-exceeded",

@@ -9,6 +9,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// The team rule of the source article: latency over 15 minutes pages the on-call engineer.
+    ///
+    /// ## Example
+    /// `alerts.max_latency: 15m`; slot 02:00:00 first succeeds at 02:22:00 -> AU106 with latency 22m.
     AU106 {
         code: "AU106",
         name: "latency-breach",

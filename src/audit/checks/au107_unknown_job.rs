@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// A job running from a forgotten crontab line or an old CronJob is outside every lock and alert.
+    ///
+    /// ## Example
+    /// Runs of `billing/settle-v1` in the ledger, and no manifest declares `settle-v1` -> one AU107 for that name.
     AU107 {
         code: "AU107",
         name: "unknown-job",

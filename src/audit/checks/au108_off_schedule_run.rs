@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// A run at an unexpected instant means the scheduler reads the expression differently from the manifest (dialect, zone), or an unknown trigger exists.
+    ///
+    /// ## Example
+    /// `schedule: "0 * * * *"` and a `start` with `scheduled_at: 2026-03-01T02:30:00Z`, `trigger: schedule` -> AU108 (with `trigger: manual` or `replay` it is not reported).
     AU108 {
         code: "AU108",
         name: "off-schedule-run",

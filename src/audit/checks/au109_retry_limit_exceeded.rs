@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// Unbounded retries during an external outage make the outage worse.
+    ///
+    /// ## Example
+    /// `retry.max_attempts: 3` and slot 02:00:00 has a `start` with `attempt: 4` -> AU109.
     AU109 {
         code: "AU109",
         name: "retry-limit-exceeded",

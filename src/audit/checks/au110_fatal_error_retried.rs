@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// Retrying bad input makes incidents bigger; it belongs in the dead letter.
+    ///
+    /// ## Example
+    /// `retry.fatal: [VALIDATION_ERROR]`; attempt 1 ends in `failure` with `error_code: VALIDATION_ERROR` and attempt 2 starts -> AU110.
     AU110 {
         code: "AU110",
         name: "fatal-error-retried",

@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// The slot's work is not done, whatever the logs of individual attempts say.
+    ///
+    /// ## Example
+    /// Slot 02:00:00 has attempts 1 and 2, both ending in `failure`, and no success -> AU111 for the slot.
     AU111 {
         code: "AU111",
         name: "failed-run",

@@ -8,6 +8,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// A duplicated output is the double charge or the second e-mail the customer sees.
+    ///
+    /// ## Example
+    /// Output rows `(settle, pay-0042)` from run r1 and again from run r2 -> one AU201 for `pay-0042`, with the count 2.
     AU201 {
         code: "AU201",
         name: "duplicate-output",

@@ -9,6 +9,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// A run that "succeeded" but skipped records lost work silently.
+    ///
+    /// ## Example
+    /// With `--snapshots DIR`: the slot's snapshot has 40 records, the outputs of the slot name 37 of them -> one AU202 for the slot with count 3 and the first missing keys.
     AU202 {
         code: "AU202",
         name: "missing-output",

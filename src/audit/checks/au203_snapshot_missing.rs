@@ -9,6 +9,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// Without the input, an incident cannot be reproduced once the source data changed.
+    ///
+    /// ## Example
+    /// With `--snapshots DIR`, `snapshot.path: "snapshots/{scheduled_at}.jsonl"` and `retention: 120d`: slot 02:00:00 of last week has no `snapshots/2026-03-01T02:00:00Z.jsonl` -> AU203.
     AU203 {
         code: "AU203",
         name: "snapshot-missing",

@@ -9,6 +9,9 @@ declare_check! {
     ///
     /// ## Why it matters
     /// A drill or replay must use the input the run really saw.
+    ///
+    /// ## Example
+    /// The slot's `start` recorded `snapshot_digest: sha256:9f…` and the file under `--snapshots` now hashes to `sha256:4c…` -> AU204: the input was rewritten after the run.
     AU204 {
         code: "AU204",
         name: "snapshot-digest-mismatch",
