@@ -88,8 +88,8 @@ def main():
             report = json.loads(out.read_text())
             drill_walls.append(wall)
             drill_cpus.append(cpu)
-        job, drill = statistics.median(job_walls), statistics.median(drill_walls)
             jobs_in_drill.append(report["job_cpu_seconds"])
+        job, drill = statistics.median(job_walls), statistics.median(drill_walls)
         # The drill reports the CPU its job executions (measured by the tap that reaps
         # each) and replay.verify used; the rest of the process tree is batchguard's.
         job_cpu = statistics.median(jobs_in_drill)

@@ -285,6 +285,7 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
             }
         }
         .map_err(CannotRun)?;
+        sandbox::reap_orphans();
         report.scenarios.push(result);
     }
     report.passed = report.scenarios.iter().all(|s| s.passed);

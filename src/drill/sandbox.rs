@@ -215,6 +215,19 @@ impl Instance {
     }
 }
 
+/// Reaps every child that has ended (the orphans a killed guard left to the drill, a
+/// subreaper); called between scenarios, when every instance has been waited for.
+pub fn reap_orphans() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on any child, without blocking.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return;
+        }
+    }
+}
+
 /// A signal to a process or group we learnt from a marker.
 pub fn signal_pid(pid: i32, sig: i32) {
     // SAFETY: plain kill(2); ESRCH (gone) is fine.
