@@ -5,7 +5,8 @@ idempotent example job, against that job's own single run.
 One command: builds batchguard (release), writes the snapshot, then prints side by side
 
   * the median wall time of one plain run of the job (`node settle-idempotent.js` on a
-    fresh state directory, no batchguard), and of the whole drill (all six scenarios);
+    fresh state directory, writing its outputs file as under `run`, no batchguard), and of
+    the whole drill (all six scenarios);
   * their ratio (SPEC 10 target: the drill under 10 x the job's own run time);
   * CPU seconds of the drill's process tree, and the share of it that is batchguard's own:
     the tree's CPU minus what the job's executions and replay.verify used (the drill's
@@ -71,7 +72,9 @@ def main():
         report = None
         for run in range(a.runs):
             state = work / f"state-{run}"
-            env = dict(os.environ, BATCHGUARD_SANDBOX=str(state))
+            # As under `run`: it reports each applied key to its outputs file.
+            env = dict(os.environ, BATCHGUARD_SANDBOX=str(state),
+                       BATCHGUARD_OUTPUTS=str(work / f"outputs-{run}"), BATCHGUARD_FENCE="1")
             p, wall, cpu = timed(["node", str(JOB), "--input", str(snap)], env)
             if p.returncode != 0:
                 sys.exit(p.stderr.decode())
