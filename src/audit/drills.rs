@@ -24,9 +24,11 @@ pub enum DrillInput {
 }
 
 impl Default for DrillInput {
+    /// The same words whatever the ledger is, so a CSV ledger and its copy in a database
+    /// give the same report.
     fn default() -> Self {
         DrillInput::Absent(
-            "no drill records: give --drills SOURCE (the JSONL file or database that `batchguard drill --record` writes to)".into(),
+            "no drill records: no --drills SOURCE, and no `batchguard_drills` table in the ledger (`batchguard drill --record SOURCE` writes them)".into(),
         )
     }
 }

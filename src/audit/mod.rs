@@ -22,6 +22,7 @@ pub mod run;
 pub mod snapshot;
 mod view;
 
+pub use crate::ledger::RowError;
 pub use drills::DrillInput;
 pub use fold::Auditor;
 pub use fold::outputs::OutputTally;

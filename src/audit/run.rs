@@ -332,13 +332,11 @@ fn read_drills(
         })
     })?;
     if !read.table_present {
-        let how = if from_ledger {
-            " and no --drills SOURCE was given"
-        } else {
-            ""
-        };
+        if from_ledger {
+            return Ok(DrillInput::default());
+        }
         return Ok(DrillInput::Absent(format!(
-            "no drill records: {} has no `{}` table{how} (`batchguard drill --record` creates it)",
+            "no drill records: {} has no `{}` table (`batchguard drill --record SOURCE` creates it)",
             read.source,
             drills::TABLE
         )));

@@ -49,7 +49,7 @@ pub fn value(r: &AuditResult) -> Value {
     v
 }
 
-fn row_error(e: &crate::ledger::RowError) -> Value {
+fn row_error(e: &crate::audit::RowError) -> Value {
     json!({
         "source": e.at.source,
         "row": e.at.row,

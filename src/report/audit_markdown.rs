@@ -39,7 +39,7 @@ fn text(s: &str) -> String {
 
 /// A rejected row as a list item: the location as code, the message as text (it has code
 /// spans of its own).
-fn row_error(e: &crate::ledger::RowError) -> String {
+fn row_error(e: &crate::audit::RowError) -> String {
     let what = match &e.column {
         Some(c) => format!("column {}: {}", code(c), e.message),
         None => e.message.clone(),

@@ -15,7 +15,7 @@ declare_check! {
         code: "AU301",
         name: "drill-overdue",
         severity: Warning,
-        summary: "a job with a snapshot has no passing drill record within drill_cadence (92 days, configurable) before to",
+        summary: "a job with a `snapshot` has no passing drill record within `drill_cadence` (92 days, configurable) before `to`; skipped, and said so, without drill records",
         help: "rehearse the job's recovery with `batchguard drill --manifest M --job NAME --snapshot FILE --record SOURCE`, and audit with those records (--drills SOURCE, or the ledger database)",
     }
 }
