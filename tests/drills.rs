@@ -921,3 +921,35 @@ fn ledger_only_sqlite(path: &Path) {
         &std::fs::read_to_string("schemas/ledger.sqlite.sql").expect("ddl"),
     );
 }
+
+// ---------------------------------------------------------------- what users see
+
+/// The README's demo audit with the demo's drill records, in one format.
+fn demo_with_drills(format: &str) -> String {
+    let out = bg()
+        .args(["audit", "--ledger", "fixtures/demo/events.csv"])
+        .args(["--outputs", "fixtures/demo/outputs.csv"])
+        .args(["--manifest", "fixtures/demo/billing.batchguard.yaml"])
+        .args(["--drills", "fixtures/demo/drills.jsonl"])
+        .args([
+            "--from",
+            "2026-03-01T00:00:00+09:00",
+            "--to",
+            "2026-03-02T00:00:00+09:00",
+        ])
+        .args(["--format", format])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "the demo has errors");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn audit_demo_with_drills_pretty() {
+    insta::assert_snapshot!(demo_with_drills("pretty"));
+}
+
+#[test]
+fn audit_demo_with_drills_markdown() {
+    insta::assert_snapshot!(demo_with_drills("markdown"));
+}

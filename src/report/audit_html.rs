@@ -115,7 +115,8 @@ pub fn render(r: &AuditResult) -> String {
     }
     h.push_str("</tbody></table>");
 
-    if let Some(intro) = super::audit_pretty::drill_intro(r) {
+    if let Some((rule, read)) = super::audit_pretty::drill_intro(r) {
+        let intro = format!("Every{}. {}.", rule.trim_start_matches("every"), read);
         h.push_str(&format!(
             "<h2>Drills</h2><p class=\"sub\">{}</p><table class=\"f\"><thead><tr><th>job</th><th>last drill</th><th>result</th><th>scenarios</th><th>last passed</th><th>drill</th></tr></thead><tbody>",
             rich(&intro)

@@ -109,13 +109,14 @@ pub fn render(r: &AuditResult) -> String {
             m.missing_outputs
         ));
     }
-    if let Some(intro) = super::audit_pretty::drill_intro(r) {
-        let mut intro = intro;
-        if let Some(first) = intro.get(..1) {
-            intro = first.to_uppercase() + &intro[1..];
-        }
+    if let Some((rule, read)) = super::audit_pretty::drill_intro(r) {
+        let intro = text(&format!(
+            "Every{}. {}.",
+            rule.trim_start_matches("every"),
+            read
+        ));
         out.push_str(&format!(
-            "\n## Drills\n\n{}.\n\n| job | last drill | result | scenarios | last passed | drill |\n|---|---|---|---|---|---|\n",
+            "\n## Drills\n\n{}\n\n| job | last drill | result | scenarios | last passed | drill |\n|---|---|---|---|---|---|\n",
             text(&intro)
         ));
         for d in super::audit_pretty::drill_rows(r) {

@@ -145,30 +145,33 @@ pub(crate) fn drill_rows(r: &AuditResult) -> Vec<DrillRow> {
         .collect()
 }
 
-/// The one line above the drills table: what AU301 asks, and what was read.
-pub(crate) fn drill_intro(r: &AuditResult) -> Option<String> {
+/// The two sentences above the drills table: what AU301 asks, and what was read.
+pub(crate) fn drill_intro(r: &AuditResult) -> Option<(String, String)> {
     let d = r.drills.as_ref()?;
-    let mut s = format!(
-        "a job with a snapshot needs a passing drill within drill_cadence {} before {} (AU301); drill records from {}: {} read, {} rejected",
+    let rule = format!(
+        "every job with a snapshot needs a passing drill within drill_cadence {} before {} (AU301)",
         crate::text::duration::secs(d.cadence_s),
-        r.when(r.to),
+        r.when(r.to)
+    );
+    let mut read = format!(
+        "{} from {}, {} rejected",
+        crate::text::plural(d.rows_read as usize, "drill record"),
         d.source,
-        d.rows_read,
         d.rows_rejected
     );
     if d.ignored > 0 {
-        s.push_str(&format!(
+        read.push_str(&format!(
             ", {} of jobs no manifest declares ignored",
             d.ignored
         ));
     }
     if d.after_to > 0 {
-        s.push_str(&format!(
+        read.push_str(&format!(
             ", {} at or after the window's end not counted",
             d.after_to
         ));
     }
-    Some(s)
+    Some((rule, read))
 }
 
 /// A drill's result in a few words: `passed (6 scenarios)`, `failed: rerun, crash`.
@@ -211,7 +214,7 @@ fn left_table(headers: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 fn drills_section(r: &AuditResult) -> String {
-    let Some(intro) = drill_intro(r) else {
+    let Some((rule, read)) = drill_intro(r) else {
         return String::new();
     };
     let rows: Vec<Vec<String>> = drill_rows(r)
@@ -226,7 +229,7 @@ fn drills_section(r: &AuditResult) -> String {
             ]
         })
         .collect();
-    let mut out = format!("\ndrills: {intro}\n");
+    let mut out = format!("\ndrills: {rule}\n{read}\n");
     out.push_str(&left_table(
         &["job", "last drill", "result", "last passed", "drill"],
         &rows,
