@@ -160,7 +160,6 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     };
     let mut auditor = Auditor::new(jobs, opts);
     auditor.report_zone(report_tz);
-
     if !o.jobs.is_empty() {
         // With manifests the kept jobs are the declared ones; without, the names filter.
         auditor.only_jobs((o.manifests.is_empty()).then(|| o.jobs.clone()));
