@@ -15,6 +15,9 @@
 # WORK (default /tmp/compare-audit) keeps the ledgers and both sides' outputs.
 # Prints `identical` and exits 0, or prints the diff and exits 1. With MEND=durations, a
 # difference only in how durations are written is accepted and counted (issue 10's mend).
+# With MEND=au301, OLD predates AU301 (issue 12): NEW may differ only by AU301 itself (the
+# rule list, its `explain`, AU001's doc naming drill records, and the skipped-AU301 note of
+# an audit without drill records); everything else must be byte-identical.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 old="$(realpath "${1:?usage: compare-audit.sh OLD NEW [GENERATOR]}")"
@@ -143,7 +146,7 @@ run_side() {
   "$bin" rules --format markdown >"$dir/rules.md"
   "$bin" rules >"$dir/rules.txt"
   for code in AU001 AU101 AU102 AU103 AU104 AU105 AU106 AU107 AU108 AU109 AU110 AU111 \
-    AU201 AU202 AU203 AU204; do
+    AU201 AU202 AU203 AU204 AU301; do
     "$bin" explain "$code" >"$dir/explain-$code.txt" 2>&1 || true
   done
 }
@@ -188,6 +191,65 @@ for old in sorted((work / "old").iterdir()):
         left += 1
         print(f"differs beyond the duration style: {old.name}")
 print(f"{changed} files differ only in the duration style" if not left else f"{left} files differ in more than the duration style")
+sys.exit(1 if left else 0)
+PY
+  exit $?
+fi
+if [ "${MEND:-}" = au301 ]; then
+  python3 - "$work" <<'PY'
+import json, pathlib, re, sys
+work = pathlib.Path(sys.argv[1])
+def mend(name, text):
+    """NEW's text with AU301's additions taken out."""
+    if name.startswith("rules."):
+        return "".join(l for l in text.splitlines(True) if "AU301" not in l)
+    if name == "explain-AU001.txt":
+        return text.replace(" (the events ledger, the outputs, the drill records)", " (the events ledger, the outputs)")
+    if name.endswith(".json"):
+        try:
+            v = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(v, dict) and isinstance(v.get("skipped_checks"), list):
+            kept = []
+            for s in v["skipped_checks"]:
+                s["codes"] = [c for c in s["codes"] if c != "AU301"]
+                if s["codes"]:
+                    kept.append(s)
+            v["skipped_checks"] = kept
+        return json.dumps(v, indent=2, ensure_ascii=False) + "\n"
+    # A note that was the only skipped one leaves its section (and the pretty blank line).
+    if name.endswith(".pretty"):
+        text = re.sub(r"\nskipped AU301: [^\n]*", "", text)
+        if "\nskipped " not in text:
+            text = re.sub(r"\n\n(\n(?:found|clean): )", r"\n\1", text)
+    elif name.endswith(".markdown"):
+        text = re.sub(r"(?m)^- AU301: .*\n", "", text)
+        text = re.sub(r"\n## Checks not run\n\n$", "", text)
+    elif name.endswith(".html"):
+        text = re.sub(r"<li>AU301: .*?</li>", "", text)
+        text = text.replace("<h2>Checks not run</h2><ul></ul>", "")
+    return text.replace(", AU301: no --manifest", ": no --manifest")
+def norm_old(name, text):
+    if name.endswith(".json"):
+        try:
+            return json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
+        except ValueError:
+            return text
+    return text
+changed = left = 0
+for old in sorted((work / "old").iterdir()):
+    new = work / "new" / old.name
+    a, b = old.read_text(errors="replace"), new.read_text(errors="replace")
+    if a == b:
+        continue
+    changed += 1
+    if old.name.startswith("explain-AU301."):
+        continue
+    if norm_old(old.name, a) != mend(old.name, b):
+        left += 1
+        print(f"differs beyond AU301: {old.name}")
+print(f"{changed} files differ only by AU301" if not left else f"{left} files differ in more than AU301")
 sys.exit(1 if left else 0)
 PY
   exit $?

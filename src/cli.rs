@@ -184,6 +184,10 @@ pub struct AuditArgs {
     /// Directory the manifests' snapshot.path templates are relative to (AU202-AU204).
     #[arg(long)]
     pub snapshots: Option<PathBuf>,
+    /// Drill records for AU301 (drill-overdue): path.jsonl/.ndjson, sqlite:PATH or
+    /// postgres://… (default: the ledger database's batchguard_drills table).
+    #[arg(long)]
+    pub drills: Option<String>,
     /// Window start (inclusive), RFC 3339: slots are selected by scheduled_at. Its offset
     /// is the report's zone unless --timezone says otherwise.
     #[arg(long, value_parser = parse_window_start)]

@@ -29,14 +29,21 @@ pub fn ledger_output_schema() -> String {
     render::<crate::ledger::format::LedgerOutput>()
 }
 
-/// A ledger row: an event (SPEC 5.1) or an applied output (SPEC 5.2).
-/// Each file or table holds one kind; this schema accepts either, for editors and validators.
+/// One drill record (`schemas/drill-record.schema.json`).
+pub fn drill_record_schema() -> String {
+    render::<crate::ledger::format::LedgerDrill>()
+}
+
+/// A ledger row: an event (SPEC 5.1), an applied output (SPEC 5.2) or a drill record
+/// (SPEC 5.3). Each file or table holds one kind; this schema accepts any, for editors and
+/// validators.
 #[derive(schemars::JsonSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
 enum LedgerRow {
     Event(crate::ledger::format::LedgerEvent),
     Output(crate::ledger::format::LedgerOutput),
+    Drill(crate::ledger::format::LedgerDrill),
 }
 
 /// `batchguard schema ledger` (`schemas/ledger.schema.json`).

@@ -728,3 +728,90 @@ fn a_scenario_past_its_time_limit_fails_and_leaves_nothing_running() {
     });
     assert!(gone, "the job {pid} outlived its drill");
 }
+
+#[test]
+fn recorded_drills_give_au301_exactly_for_the_job_without_a_passing_drill() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("two.batchguard.yaml");
+    let job = |name: &str, replay: &str| {
+        format!(
+            "  - name: {name}\n    schedule: \"0 2 * * *\"\n    expected_duration: 30s\n    lock: {{key: \"{{job}}:{{scheduled_at}}\", ttl: 90s}}\n    snapshot: {{path: \"snapshots/{{scheduled_at}}.jsonl\", key: payment_id}}\n    replay:\n      command: {replay}\n"
+        )
+    };
+    // Exactly once per record, however often it runs: it keeps what it applied.
+    let once = r#"["sh", "-c", "mkdir -p \"$BATCHGUARD_SANDBOX/done\"; for k in $(sed -n 's/.*\"payment_id\":\"\\([^\"]*\\)\".*/\\1/p' \"$0\"); do if mkdir \"$BATCHGUARD_SANDBOX/done/$k\" 2>/dev/null; then echo $k >> \"$BATCHGUARD_OUTPUTS\"; fi; done", "{snapshot}"]"#;
+    std::fs::write(
+        &m,
+        format!(
+            "version: 1\nservice: billing\njobs:\n{}{}{}",
+            job("careful", once),
+            job("naive", SH_NAIVE),
+            job("never-drilled", once)
+        ),
+    )
+    .unwrap();
+    let records = dir.path().join("drills.jsonl");
+    for (name, want) in [("careful", 0), ("naive", 1)] {
+        let (code, _, err) = drill(&[
+            "--manifest",
+            m.to_str().unwrap(),
+            "--job",
+            name,
+            "--snapshot",
+            SNAPSHOT,
+            "--scheduled-at",
+            SLOT,
+            "--scenarios",
+            "rerun",
+            "--record",
+            records.to_str().unwrap(),
+        ]);
+        assert_eq!(code, want, "{name}: {err}");
+    }
+    let lines: Vec<Value> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["job"], "billing/careful");
+    assert_eq!(lines[0]["passed"], true);
+    assert_eq!(lines[0]["scenarios"], "clean:passed,rerun:passed");
+    assert_eq!(lines[1]["scenarios"], "clean:passed,rerun:failed");
+    assert!(
+        lines[1]["report_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+
+    // A ledger with one row; the window ends tomorrow, so today's drills are within the cadence.
+    let ledger = dir.path().join("events.csv");
+    std::fs::write(
+        &ledger,
+        format!("run_id,job,scheduled_at,event,at\nr1,careful,{SLOT},start,{SLOT}\n"),
+    )
+    .unwrap();
+    let now = jiff::Timestamp::now();
+    let to = now + jiff::SignedDuration::from_hours(24);
+    let from = to - jiff::SignedDuration::from_hours(48);
+    let out = bg()
+        .args(["audit", "--ledger", ledger.to_str().unwrap()])
+        .args(["--manifest", m.to_str().unwrap()])
+        .args(["--drills", records.to_str().unwrap()])
+        .args(["--from", &from.to_string(), "--to", &to.to_string()])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let a: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let mut overdue: Vec<&str> = a["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "AU301")
+        .map(|f| f["job"].as_str().unwrap())
+        .collect();
+    overdue.sort();
+    assert_eq!(overdue, ["naive", "never-drilled"], "{a:#}");
+}

@@ -28,9 +28,18 @@ fn ledger_output_schema_is_current() {
     );
 }
 
+#[test]
+fn drill_record_schema_is_current() {
+    check(
+        "schemas/drill-record.schema.json",
+        batchguard::schema::drill_record_schema(),
+    );
+}
+
 /// The schema's properties are the reader's columns, and its required ones are the reader's.
 #[test]
 fn schema_columns_match_reader_columns() {
+    use batchguard::ledger::drills::COLUMNS as DRILL_COLUMNS;
     use batchguard::ledger::read::{EVENT_COLUMNS, OUTPUT_COLUMNS};
     for (schema, columns, required) in [
         (
@@ -42,6 +51,11 @@ fn schema_columns_match_reader_columns() {
             batchguard::schema::ledger_output_schema(),
             &OUTPUT_COLUMNS[..],
             5,
+        ),
+        (
+            batchguard::schema::drill_record_schema(),
+            &DRILL_COLUMNS[..],
+            6,
         ),
     ] {
         let v: serde_json::Value = serde_json::from_str(&schema).expect("json");
@@ -81,5 +95,33 @@ fn fixture_lines_use_only_schema_words() {
         let v: serde_json::Value = serde_json::from_str(line).expect("line");
         let ev = v["event"].as_str().expect("event");
         assert!(words.contains(&format!("\"{ev}\"")), "{ev}");
+    }
+}
+
+/// The schema's `scenarios` pattern accepts what the writer formats and refuses what the
+/// reader refuses.
+#[test]
+fn drill_scenarios_pattern_agrees_with_the_reader() {
+    use batchguard::ledger::drills::{format_scenarios, parse_scenarios};
+    let schema: serde_json::Value =
+        serde_json::from_str(&batchguard::schema::drill_record_schema()).expect("json");
+    let pattern = schema["properties"]["scenarios"]["pattern"]
+        .as_str()
+        .expect("pattern");
+    let re = regex::Regex::new(pattern).expect("pattern compiles");
+    let written = format_scenarios([("clean", true), ("rerun", false), ("concurrent", true)]);
+    for good in [written.as_str(), "", "stale:failed", "retry-2:passed"] {
+        assert!(re.is_match(good), "{good}");
+        assert!(parse_scenarios(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "clean",
+        "clean:ok",
+        "Clean:passed",
+        "clean:passed,",
+        ",clean:passed",
+    ] {
+        assert!(!re.is_match(bad), "{bad}");
+        assert!(parse_scenarios(bad).is_err(), "{bad}");
     }
 }

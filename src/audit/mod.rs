@@ -13,6 +13,7 @@
 //! bound of the percentiles.
 
 pub mod checks;
+pub mod drills;
 mod fold;
 pub mod hist;
 pub mod manifests;
@@ -21,6 +22,8 @@ pub mod run;
 pub mod snapshot;
 mod view;
 
+pub use crate::ledger::RowError;
+pub use drills::DrillInput;
 pub use fold::Auditor;
 pub use fold::outputs::OutputTally;
 pub use metrics::Metrics;
@@ -183,6 +186,10 @@ pub struct AuditFinding {
     pub keys: Option<Vec<String>>,
 }
 
+pub(crate) fn ser_ts<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.to_string())
+}
+
 pub(crate) fn ser_ts_opt<S: serde::Serializer>(
     t: &Option<Timestamp>,
     s: S,
@@ -207,6 +214,72 @@ pub struct JobReport {
     pub latency_hist: hist::Histogram,
     #[serde(skip)]
     pub duration_hist: hist::Histogram,
+    /// The job's drills, for a manifest job when drill records were read (AU301); absent
+    /// otherwise, so a report without drill records is what it was before them.
+    #[serde(flatten)]
+    pub drills: Option<DrillStatus>,
+}
+
+/// A manifest job's drills before `to` (JSON: `last_drill`, `last_passing_drill_at`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DrillStatus {
+    /// The latest drill record of the job, passed or failed; `null` when none.
+    pub last_drill: Option<LastDrill>,
+    /// When the job last passed a drill; `null` when never.
+    #[serde(serialize_with = "ser_ts_opt")]
+    pub last_passing_drill_at: Option<Timestamp>,
+    /// AU301 applies: the job has a snapshot and is enabled.
+    #[serde(skip)]
+    pub needed: bool,
+    /// No passing drill within `drill_cadence` before `to`.
+    #[serde(skip)]
+    pub overdue: bool,
+}
+
+/// One drill record as the reports show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LastDrill {
+    #[serde(serialize_with = "ser_ts")]
+    pub at: Timestamp,
+    /// The slot whose snapshot was replayed.
+    #[serde(serialize_with = "ser_ts")]
+    pub scheduled_at: Timestamp,
+    pub passed: bool,
+    pub scenarios: Vec<ScenarioOutcome>,
+    pub report_digest: String,
+}
+
+impl LastDrill {
+    /// The record's `scenarios` value: `clean:passed,rerun:failed`.
+    pub fn scenarios_text(&self) -> String {
+        crate::ledger::drills::format_scenarios(
+            self.scenarios.iter().map(|s| (s.name.as_str(), s.passed)),
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScenarioOutcome {
+    pub name: String,
+    pub passed: bool,
+}
+
+/// What was read of the drill records (JSON: `drills`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DrillSummary {
+    /// The source, its password masked.
+    pub source: String,
+    /// `drill_cadence` in seconds.
+    pub cadence_s: u64,
+    pub rows_read: u64,
+    pub rows_rejected: u64,
+    /// The first rejected rows, with their location.
+    #[serde(skip)]
+    pub errors: Vec<crate::ledger::RowError>,
+    /// Records of jobs no manifest declares (or `--job` left out): ignored.
+    pub ignored: u64,
+    /// Records of drills at or after `to`: not counted.
+    pub after_to: u64,
 }
 
 /// Counts of what was read.
@@ -246,6 +319,8 @@ pub struct AuditResult {
     pub per_day: Vec<(String, u64, u64)>,
     /// The zone every time of the pretty, markdown, HTML and CSV reports is shown in.
     pub tz: TimeZone,
+    /// The drill records read (`None` without any: AU301 is then skipped).
+    pub drills: Option<DrillSummary>,
 }
 
 impl AuditResult {

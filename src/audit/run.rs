@@ -3,7 +3,8 @@
 //! result to an exit code.
 
 use super::manifests::{self, ManifestError, NotEvaluable};
-use super::{AuditOptions, AuditResult, Auditor};
+use super::{AuditOptions, AuditResult, Auditor, DrillInput};
+use crate::ledger::drills::{self, DrillSource};
 use crate::ledger::input::STDIN;
 use crate::ledger::read::{self, FileFormat, ReadOptions, Source};
 use crate::ledger::{EventKind, EventRef, RowError, Status, Trigger};
@@ -28,6 +29,9 @@ pub struct RunOptions {
     pub jobs: Vec<String>,
     /// `--ledger-format`: the format of a file source whose name does not tell it.
     pub ledger_format: Option<FileFormat>,
+    /// `--drills`: where the drill records are (default: the ledger database's
+    /// `batchguard_drills` table, when the ledger is a database).
+    pub drills: Option<String>,
     /// `--timezone`: the zone the report shows times in.
     pub timezone: Option<String>,
     /// The offset `--from` was written with (`None` for `Z`): the report's zone without
@@ -134,6 +138,19 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     {
         return Err(CannotRun(format!("--snapshots {} is not a directory", dir.display())).into());
     }
+    let ropts = ReadOptions { assume_tz };
+    // Only manifest jobs have drills to judge. `--drills` is read before the ledger, so a
+    // bad one fails in a second, not after a 10M-row ledger; the ledger database's table
+    // after it, so a ledger that cannot be read says so in its own words.
+    let cadence_s = o.settings.drill_cadence.secs();
+    let given = match &o.drills {
+        Some(s) => Some(DrillSource::parse(s).map_err(|m| CannotRun(format!("--drills: {m}")))?),
+        None => None,
+    };
+    let mut drills = match given {
+        Some(src) if !o.manifests.is_empty() => Some(read_drills(&src, false, &ropts, cadence_s)?),
+        _ => None,
+    };
     let opts = AuditOptions {
         from: o.from,
         to: o.to,
@@ -141,7 +158,6 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
         with_manifest: !o.manifests.is_empty(),
         with_outputs: outputs.is_some(),
     };
-    let ropts = ReadOptions { assume_tz };
     let mut auditor = Auditor::new(jobs, opts);
     auditor.report_zone(report_tz);
     if !o.jobs.is_empty() {
@@ -271,6 +287,16 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     if let Some(t) = out_res {
         auditor.merge_outputs(t.map_err(AuditError::from)?);
     }
+    if drills.is_none() && !o.manifests.is_empty() {
+        drills = Some(match DrillSource::of_ledger(&ledger) {
+            Some(src) => read_drills(&src, true, &ropts, cadence_s)?,
+            // A file ledger holds no drill records.
+            None => DrillInput::default(),
+        });
+    }
+    if let Some(d) = drills {
+        auditor.drills(d);
+    }
     if let Some(b) = &bar {
         b.set_message("checking");
     }
@@ -287,6 +313,34 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
         b.finish_and_clear();
     }
     Ok(result)
+}
+
+/// The drill records of `src` for AU301 (`from_ledger`: the ledger database's table, not
+/// `--drills`), or why there are none.
+fn read_drills(
+    src: &DrillSource,
+    from_ledger: bool,
+    ropts: &ReadOptions,
+    cadence_s: u64,
+) -> Result<DrillInput, CannotRun> {
+    let read = drills::read_from(src, ropts).map_err(|m| {
+        CannotRun(if from_ledger {
+            format!("drill records of the ledger: {m}")
+        } else {
+            format!("--drills: {m}")
+        })
+    })?;
+    if !read.table_present {
+        if from_ledger {
+            return Ok(DrillInput::default());
+        }
+        return Ok(DrillInput::Absent(format!(
+            "no drill records: {} has no `{}` table (`batchguard drill --record SOURCE` creates it)",
+            read.source,
+            drills::TABLE
+        )));
+    }
+    Ok(DrillInput::Read { read, cadence_s })
 }
 
 /// `[rules]` of `batchguard.toml`: a check set to `off` reports nothing, `warning` and

@@ -5,11 +5,12 @@
 //! the slot is due and on the schedule, its executions in start order, the first success,
 //! the executions that make it a duplicate, and what its snapshot file holds.
 
+use super::drills::Drills;
 use super::fold::outputs::DupOutput;
 use super::fold::slots::{Exec, SlotFlags};
 use super::fold::{Auditor, JobState, ms};
 use super::snapshot::{Outcome, SnapshotCheck};
-use super::{AuditFinding, AuditJob, checks};
+use super::{AuditFinding, AuditJob, DrillStatus, checks};
 use crate::finding::RuleMeta;
 use jiff::Timestamp;
 
@@ -36,6 +37,8 @@ pub(crate) struct JobView<'a> {
     pub(crate) missed: Vec<i64>,
     /// Outputs of the job applied more than once, by key (AU201).
     pub(crate) dup_outputs: Vec<&'a DupOutput>,
+    /// The drill records, when given (AU301).
+    pub(crate) drills: Option<&'a Drills>,
     audit: &'a Auditor,
 }
 
@@ -71,6 +74,7 @@ impl<'a> JobView<'a> {
             due_expected: 0,
             missed: Vec::new(),
             dup_outputs: Vec::new(),
+            drills: a.drills.as_ref(),
             audit: a,
         };
         if let Some(exp) = &expected {
@@ -102,6 +106,18 @@ impl<'a> JobView<'a> {
     /// Whether the manifest's checks judge this job: a declared job, with manifests.
     pub(crate) fn checked(&self) -> Option<&'a AuditJob> {
         self.job.filter(|_| self.with_manifest)
+    }
+
+    /// The window's end.
+    pub(crate) fn to(&self) -> Timestamp {
+        self.audit.opts.to
+    }
+
+    /// A manifest job's drills, when drill records were given.
+    pub(crate) fn drill_status(&self) -> Option<DrillStatus> {
+        let d = self.drills?;
+        let job = self.checked()?;
+        Some(d.status(self.state.manifest?, job))
     }
 
     /// `scheduled_at + grace <= to`: the run had time to happen and finish.

@@ -18,6 +18,7 @@ pub(super) fn run(args: AuditArgs) -> Result<Outcome, Error> {
         outputs: args.outputs,
         manifests: args.manifests,
         snapshots: args.snapshots,
+        drills: args.drills,
         from: args.from.at,
         from_offset: args.from.offset,
         timezone: args.timezone,

@@ -16,7 +16,12 @@ pub(super) fn run(args: StoreArgs) -> Result<Outcome, Error> {
     let mut st = store::open_with(url, matches!(args.action, StoreAction::Migrate))
         .map_err(|e| failed("store", e))?;
     match args.action {
-        StoreAction::Migrate => print(&format!("{}: tables are current\n", db::mask(url))),
+        StoreAction::Migrate => {
+            // The drill records' table lives beside the ledger tables (SPEC 5.3).
+            store::drills::migrate(url)
+                .map_err(|m| failed("store migrate", store::StoreError(m)))?;
+            print(&format!("{}: tables are current\n", db::mask(url)))
+        }
         StoreAction::Flush => {
             let done =
                 crate::guard::catch_up(st.as_mut(), url).map_err(|e| failed("store flush", e))?;

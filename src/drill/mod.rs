@@ -294,9 +294,32 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
     Ok(Done { report, kept })
 }
 
-/// `--record SOURCE`: appends the drill's outcome to the drill records (SPEC 5.3).
-pub fn record(_source: &str, _report: &Report) -> Result<(), String> {
-    Err("--record: drill records are not built yet".into())
+/// The JSON report (SPEC 8), as `--format json` prints it: the drill record's
+/// `report_digest` is the digest of these bytes.
+pub fn json_text(r: &Report) -> String {
+    let mut s = serde_json::to_string_pretty(r).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+/// `--record SOURCE`: appends the drill's outcome to the drill records (SPEC 5.3), the
+/// job named `service/name` so drills of same-named jobs of two services stay apart.
+pub fn record(source: &str, r: &Report) -> Result<(), String> {
+    let parse = |t: &str| {
+        t.parse::<Timestamp>()
+            .map_err(|e| format!("the report's time `{t}`: {e}"))
+    };
+    let rec = crate::ledger::drills::DrillRecord {
+        job: format!("{}/{}", r.service, r.job),
+        scheduled_at: parse(&r.scheduled_at)?,
+        at: parse(&r.started_at)?,
+        passed: r.passed,
+        scenarios: crate::ledger::drills::format_scenarios(
+            r.scenarios.iter().map(|s| (s.name, s.passed)),
+        ),
+        report_digest: crate::snapshot::digest(json_text(r).as_bytes()),
+    };
+    crate::store::drills::append(source, &rec)
 }
 
 /// `parse_list` always puts `clean` before `rerun`.

@@ -97,3 +97,32 @@ pub struct LedgerOutput {
     #[schemars(extend("format" = "date-time"))]
     pub at: String,
 }
+
+/// One drill record (SPEC 5.3): one line of a drill records JSONL file or one row of the
+/// `batchguard_drills` table, written by `batchguard drill --record` and read by `audit`
+/// (AU301).
+#[derive(JsonSchema)]
+#[schemars(title = "batchguard drill record")]
+pub struct LedgerDrill {
+    /// Job name, or `service/name`.
+    #[schemars(length(min = 1))]
+    pub job: String,
+    /// The slot whose input snapshot was replayed (RFC 3339 with offset).
+    #[schemars(extend("format" = "date-time"))]
+    pub scheduled_at: String,
+    /// When the drill ran (RFC 3339 with offset): what `drill_cadence` is measured against.
+    #[schemars(extend("format" = "date-time"))]
+    pub at: String,
+    /// Whether every scenario passed.
+    pub passed: bool,
+    /// The scenarios that ran, each `name:passed` or `name:failed`, comma-separated
+    /// (`clean:passed,rerun:failed`); empty only for a failed drill that stopped before its
+    /// first scenario.
+    #[schemars(regex(
+        pattern = r"^([a-z0-9][a-z0-9_-]{0,31}:(passed|failed)(,[a-z0-9][a-z0-9_-]{0,31}:(passed|failed))*)?$"
+    ))]
+    pub scenarios: String,
+    /// The digest of the drill's report (`sha256:<hex>`).
+    #[schemars(length(min = 1))]
+    pub report_digest: String,
+}

@@ -247,6 +247,7 @@ impl fmt::Display for RowError {
 pub struct SourceError(pub String);
 
 pub mod csv;
+pub mod drills;
 pub mod format;
 pub mod input;
 pub mod jsonl;

@@ -115,6 +115,32 @@ pub fn render(r: &AuditResult) -> String {
     }
     h.push_str("</tbody></table>");
 
+    if let Some((rule, read)) = super::audit_pretty::drill_intro(r) {
+        let intro = format!("Every{}. {}.", rule.trim_start_matches("every"), read);
+        h.push_str(&format!(
+            "<h2>Drills</h2><p class=\"sub\">{}</p><table class=\"f\"><thead><tr><th>job</th><th>last drill</th><th>result</th><th>scenarios</th><th>last passed</th><th>drill</th></tr></thead><tbody>",
+            rich(&intro)
+        ));
+        for d in super::audit_pretty::drill_rows(r) {
+            let (class, result) = match d.passed {
+                None => ("", "-".to_owned()),
+                Some(true) => ("", "passed".to_owned()),
+                Some(false) => ("error", "failed".to_owned()),
+            };
+            h.push_str(&format!(
+                "<tr><td><code>{}</code></td><td class=\"t\">{}</td><td class=\"{class}\">{}</td><td>{}</td><td class=\"t\">{}</td><td class=\"{}\">{}</td></tr>",
+                esc(&d.job),
+                esc(d.last.as_deref().unwrap_or("-")),
+                esc(&result),
+                esc(if d.scenarios.is_empty() { "-" } else { &d.scenarios }),
+                esc(d.last_passed.as_deref().unwrap_or("-")),
+                if d.status == "overdue" { "warning" } else { "" },
+                esc(d.status)
+            ));
+        }
+        h.push_str("</tbody></table>");
+    }
+
     if !r.findings.is_empty() {
         h.push_str("<h2>Findings</h2>");
         for (job, fs) in by_job(r) {
@@ -147,9 +173,15 @@ pub fn render(r: &AuditResult) -> String {
         }
         h.push_str("</ul>");
     }
-    if !r.row_errors.is_empty() {
+    let drill_errors = r.drills.as_ref().map_or(&[][..], |d| &d.errors[..]);
+    if !r.row_errors.is_empty() || !drill_errors.is_empty() {
         h.push_str("<h2>Rejected rows</h2><ul>");
-        for e in r.row_errors.iter().take(50) {
+        for e in r
+            .row_errors
+            .iter()
+            .take(50)
+            .chain(drill_errors.iter().take(50))
+        {
             let what = match &e.column {
                 Some(c) => format!("column `{c}`: {}", e.message),
                 None => e.message.clone(),

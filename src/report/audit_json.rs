@@ -10,18 +10,7 @@ pub fn value(r: &AuditResult) -> Value {
         .iter()
         .map(|j| serde_json::to_value(j).unwrap_or(Value::Null))
         .collect();
-    let errors: Vec<Value> = r
-        .row_errors
-        .iter()
-        .map(|e| {
-            json!({
-                "source": e.at.source,
-                "row": e.at.row,
-                "column": e.column,
-                "message": e.message,
-            })
-        })
-        .collect();
+    let errors: Vec<Value> = r.row_errors.iter().map(row_error).collect();
     // A ledger can have hundreds of thousands of findings: built in parallel.
     let findings = Value::Array(
         r.findings
@@ -29,7 +18,7 @@ pub fn value(r: &AuditResult) -> Value {
             .map(|f| serde_json::to_value(f).unwrap_or(Value::Null))
             .collect(),
     );
-    json!({
+    let mut v = json!({
         "version": 1,
         "tool": "batchguard",
         "window": {"from": r.from.to_string(), "to": r.to.to_string()},
@@ -50,6 +39,22 @@ pub fn value(r: &AuditResult) -> Value {
             "errors": r.count(crate::finding::Severity::Error),
             "warnings": r.count(crate::finding::Severity::Warning),
         },
+    });
+    // Only with drill records, so a report without them is what it was before them.
+    if let Some(d) = &r.drills {
+        let mut dv = serde_json::to_value(d).unwrap_or(Value::Null);
+        dv["rejected"] = Value::Array(d.errors.iter().map(row_error).collect());
+        v["drills"] = dv;
+    }
+    v
+}
+
+fn row_error(e: &crate::audit::RowError) -> Value {
+    json!({
+        "source": e.at.source,
+        "row": e.at.row,
+        "column": e.column,
+        "message": e.message,
     })
 }
 

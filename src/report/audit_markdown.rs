@@ -37,6 +37,16 @@ pub(crate) fn text(s: &str) -> String {
     }
 }
 
+/// A rejected row as a list item: the location as code, the message as text (it has code
+/// spans of its own).
+fn row_error(e: &crate::audit::RowError) -> String {
+    let what = match &e.column {
+        Some(c) => format!("column {}: {}", code(c), e.message),
+        None => e.message.clone(),
+    };
+    format!("- {}: {}\n", code(&e.at.to_string()), text(&what))
+}
+
 pub fn render(r: &AuditResult) -> String {
     let t = &r.totals;
     let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
@@ -99,6 +109,36 @@ pub fn render(r: &AuditResult) -> String {
             m.missing_outputs
         ));
     }
+    if let Some((rule, read)) = super::audit_pretty::drill_intro(r) {
+        let intro = text(&format!(
+            "Every{}. {}.",
+            rule.trim_start_matches("every"),
+            read
+        ));
+        out.push_str(&format!(
+            "\n## Drills\n\n{}\n\n| job | last drill | result | scenarios | last passed | drill |\n|---|---|---|---|---|---|\n",
+            text(&intro)
+        ));
+        for d in super::audit_pretty::drill_rows(r) {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                esc(&code(&d.job)),
+                d.last.as_deref().unwrap_or("-"),
+                match d.passed {
+                    None => "-",
+                    Some(true) => "passed",
+                    Some(false) => "failed",
+                },
+                if d.scenarios.is_empty() {
+                    "-".to_owned()
+                } else {
+                    esc(&code(&d.scenarios))
+                },
+                d.last_passed.as_deref().unwrap_or("-"),
+                d.status
+            ));
+        }
+    }
     if !r.findings.is_empty() {
         out.push_str("\n## Findings\n");
         for (job, fs) in by_job(r) {
@@ -131,12 +171,18 @@ pub fn render(r: &AuditResult) -> String {
         r.input.rows_outside_window
     ));
     for e in r.row_errors.iter().take(20) {
-        // The location as code, the message as text: it has code spans of its own.
-        let what = match &e.column {
-            Some(c) => format!("column {}: {}", code(c), e.message),
-            None => e.message.clone(),
-        };
-        out.push_str(&format!("- {}: {}\n", code(&e.at.to_string()), text(&what)));
+        out.push_str(&row_error(e));
+    }
+    if let Some(d) = &r.drills {
+        out.push_str(&format!(
+            "\nDrill records: {} read from {}, {} rejected.\n",
+            d.rows_read,
+            code(&d.source),
+            d.rows_rejected
+        ));
+        for e in d.errors.iter().take(20) {
+            out.push_str(&row_error(e));
+        }
     }
     if !r.skipped.is_empty() {
         out.push_str("\n## Checks not run\n\n");

@@ -97,6 +97,146 @@ fn cells(name: &str, m: &crate::audit::Metrics) -> Vec<String> {
     ]
 }
 
+/// One row of the drills table: job, last drill (when), its result, its scenarios, the
+/// last passing drill (when), and whether AU301 judges the job overdue.
+pub(crate) struct DrillRow {
+    pub(crate) job: String,
+    pub(crate) last: Option<String>,
+    pub(crate) passed: Option<bool>,
+    /// The failed scenarios of the last drill, and how many ran.
+    pub(crate) failed: Vec<String>,
+    pub(crate) ran: usize,
+    /// The record's `scenarios` value.
+    pub(crate) scenarios: String,
+    pub(crate) last_passed: Option<String>,
+    pub(crate) status: &'static str,
+}
+
+/// The drills table of the manifest jobs (empty without drill records).
+pub(crate) fn drill_rows(r: &AuditResult) -> Vec<DrillRow> {
+    r.jobs
+        .iter()
+        .filter_map(|j| {
+            let d = j.drills.as_ref()?;
+            let last = d.last_drill.as_ref();
+            Some(DrillRow {
+                job: j.job.clone(),
+                last: last.map(|l| r.when(l.at)),
+                passed: last.map(|l| l.passed),
+                failed: last
+                    .map(|l| {
+                        l.scenarios
+                            .iter()
+                            .filter(|s| !s.passed)
+                            .map(|s| s.name.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                ran: last.map_or(0, |l| l.scenarios.len()),
+                scenarios: last.map(|l| l.scenarios_text()).unwrap_or_default(),
+                last_passed: d.last_passing_drill_at.map(|t| r.when(t)),
+                status: match (d.needed, d.overdue) {
+                    (false, _) => "no snapshot",
+                    (true, true) => "overdue",
+                    (true, false) => "ok",
+                },
+            })
+        })
+        .collect()
+}
+
+/// The two sentences above the drills table: what AU301 asks, and what was read.
+pub(crate) fn drill_intro(r: &AuditResult) -> Option<(String, String)> {
+    let d = r.drills.as_ref()?;
+    let rule = format!(
+        "every job with a snapshot needs a passing drill within drill_cadence {} before {} (AU301)",
+        crate::text::duration::secs(d.cadence_s),
+        r.when(r.to)
+    );
+    let mut read = format!(
+        "{} from {}, {} rejected",
+        crate::text::plural(d.rows_read as usize, "drill record"),
+        d.source,
+        d.rows_rejected
+    );
+    if d.ignored > 0 {
+        read.push_str(&format!(
+            ", {} of jobs no manifest declares ignored",
+            d.ignored
+        ));
+    }
+    if d.after_to > 0 {
+        read.push_str(&format!(
+            ", {} at or after the window's end not counted",
+            d.after_to
+        ));
+    }
+    Some((rule, read))
+}
+
+/// A drill's result in a few words: `passed (6 scenarios)`, `failed: rerun, crash`.
+pub(crate) fn drill_result(row: &DrillRow) -> String {
+    match row.passed {
+        None => "-".into(),
+        Some(true) => format!("passed ({})", crate::text::plural(row.ran, "scenario")),
+        Some(false) if row.failed.is_empty() => "failed".into(),
+        Some(false) => format!("failed: {}", row.failed.join(", ")),
+    }
+}
+
+/// A left-aligned text table (the drills: words and times, not numbers).
+fn left_table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut s = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            s.push_str(c);
+            s.push_str(&" ".repeat(w.saturating_sub(c.chars().count())));
+        }
+        s.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    out.push_str(&line(
+        &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
+    ));
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+fn drills_section(r: &AuditResult) -> String {
+    let Some((rule, read)) = drill_intro(r) else {
+        return String::new();
+    };
+    let rows: Vec<Vec<String>> = drill_rows(r)
+        .iter()
+        .map(|d| {
+            vec![
+                d.job.clone(),
+                d.last.clone().unwrap_or_else(|| "-".into()),
+                drill_result(d),
+                d.last_passed.clone().unwrap_or_else(|| "-".into()),
+                d.status.to_owned(),
+            ]
+        })
+        .collect();
+    let mut out = format!("\ndrills: {rule}\n{read}\n");
+    out.push_str(&left_table(
+        &["job", "last drill", "result", "last passed", "drill"],
+        &rows,
+    ));
+    out
+}
+
 /// Findings by job, in job order (the order of `r.findings`).
 pub(crate) fn by_job(r: &AuditResult) -> Vec<(&str, Vec<&AuditFinding>)> {
     let mut out: Vec<(&str, Vec<&AuditFinding>)> = Vec::new();
@@ -128,6 +268,7 @@ pub fn render(r: &AuditResult, color: bool) -> String {
         r.input.rows_outside_window
     );
     out.push_str(&table(HEADERS, &metric_rows(r), 28));
+    out.push_str(&drills_section(r));
     for (job, fs) in by_job(r) {
         out.push('\n');
         out.push_str(&paint("1", job));
@@ -150,6 +291,16 @@ pub fn render(r: &AuditResult, color: bool) -> String {
             r.row_errors.len().min(10)
         ));
         for e in r.row_errors.iter().take(10) {
+            out.push_str(&format!("  {e}\n"));
+        }
+    }
+    if let Some(d) = r.drills.as_ref().filter(|d| !d.errors.is_empty()) {
+        out.push_str(&format!(
+            "\nrejected drill rows ({} in all, first {} shown):\n",
+            d.rows_rejected,
+            d.errors.len().min(10)
+        ));
+        for e in d.errors.iter().take(10) {
             out.push_str(&format!("  {e}\n"));
         }
     }

@@ -5,9 +5,7 @@ use super::audit_markdown::{code, esc, text};
 use crate::drill::{CountedBy, Report, ScenarioResult};
 
 pub fn json(r: &Report) -> String {
-    let mut s = serde_json::to_string_pretty(r).unwrap_or_else(|_| "{}".into());
-    s.push('\n');
-    s
+    crate::drill::json_text(r)
 }
 
 fn counted_by(r: &Report) -> &'static str {

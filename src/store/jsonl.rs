@@ -80,7 +80,7 @@ pub fn event_line(ev: &EventRow) -> String {
     s
 }
 
-fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+pub(super) fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     // Read too: the last byte is checked for a torn line.
     std::fs::OpenOptions::new()
         .read(true)
@@ -90,7 +90,7 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Appends `text` to `f` (held under the lock), closing a torn last line first.
-fn append_locked(f: &std::fs::File, text: &str) -> std::io::Result<()> {
+pub(super) fn append_locked(f: &std::fs::File, text: &str) -> std::io::Result<()> {
     if text.is_empty() {
         return Ok(());
     }
@@ -110,10 +110,10 @@ fn append_locked(f: &std::fs::File, text: &str) -> std::io::Result<()> {
 }
 
 /// An exclusive `flock` on the file, released when the guard drops (or the file closes).
-struct Flock<'a>(&'a std::fs::File);
+pub(super) struct Flock<'a>(&'a std::fs::File);
 
 impl<'a> Flock<'a> {
-    fn take(f: &'a std::fs::File) -> std::io::Result<Flock<'a>> {
+    pub(super) fn take(f: &'a std::fs::File) -> std::io::Result<Flock<'a>> {
         loop {
             // SAFETY: a valid descriptor owned by `f` for the guard's lifetime.
             let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };

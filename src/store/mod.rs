@@ -6,6 +6,7 @@
 //! fence, the attempt, the `start` event) and the finish (`end`, outputs, dead letter,
 //! release). Times that decide a lease come from the store's clock.
 
+pub mod drills;
 pub mod jsonl;
 pub mod ledger;
 pub mod postgres;

@@ -520,7 +520,9 @@ fn is_busy(e: &sqlx::Error) -> bool {
 /// runs when the last connection closes (and the WAL file it deletes and recreates, with
 /// their fsyncs) would cost every run, so it is turned off; the WAL's auto-checkpoint
 /// still bounds the file.
-fn connect(path: &Path) -> Result<(tokio::runtime::Runtime, SqliteConnection, String), StoreError> {
+pub(super) fn connect(
+    path: &Path,
+) -> Result<(tokio::runtime::Runtime, SqliteConnection, String), StoreError> {
     let shown = format!("sqlite:{}", path.display());
     let rt = crate::db::runtime().map_err(StoreError)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -4,7 +4,7 @@ use crate::ledger::RowError;
 
 declare_check! {
     /// ## What it does
-    /// Reports, once per source (the events ledger, the outputs), how many rows could not be read, with the locations and reasons of the first ones. The finding's `job` is the source, `count` the rejected rows and `keys` the first locations. When no event row at all can be read, the audit does not report: it exits 2 with the first reasons.
+    /// Reports, once per source (the events ledger, the outputs, the drill records), how many rows could not be read, with the locations and reasons of the first ones. The finding's `job` is the source, `count` the rejected rows and `keys` the first locations. When no event row at all can be read, the audit does not report: it exits 2 with the first reasons.
     ///
     /// ## Why it matters
     /// A rejected row is a run the audit did not see: its slot looks missed, or a duplicate goes unnoticed. A report that counts its rejected rows at the bottom and still says clean proves nothing.

@@ -7,7 +7,7 @@
 //!
 //! Where each check looks:
 //! - AU001 once per source, over the rejected rows;
-//! - AU101, AU107 and AU201 once per job, over its [`JobView`];
+//! - AU101, AU107, AU201 and AU301 once per job, over its [`JobView`];
 //! - the others once per slot, over its [`SlotView`] (built once and handed to every
 //!   check and to the metrics): AU102-AU105 for every job, AU106 and AU108-AU111 and the
 //!   snapshot checks AU202-AU204 for a job a manifest declares.
@@ -28,6 +28,7 @@ mod au201_duplicate_output;
 mod au202_missing_output;
 mod au203_snapshot_missing;
 mod au204_snapshot_digest_mismatch;
+mod au301_drill_overdue;
 
 pub use au001_rows_rejected::AU001;
 pub use au101_missed_run::AU101;
@@ -45,6 +46,7 @@ pub use au201_duplicate_output::AU201;
 pub use au202_missing_output::AU202;
 pub use au203_snapshot_missing::AU203;
 pub use au204_snapshot_digest_mismatch::AU204;
+pub use au301_drill_overdue::AU301;
 
 pub(crate) use au001_rows_rejected::check as rows_rejected;
 
@@ -53,9 +55,9 @@ use super::{AuditFinding, AuditJob, AuditOptions, Skipped};
 use crate::finding::RuleMeta;
 use jiff::Timestamp;
 
-static ALL: [&RuleMeta; 16] = [
+static ALL: [&RuleMeta; 17] = [
     &AU001, &AU101, &AU102, &AU103, &AU104, &AU105, &AU106, &AU107, &AU108, &AU109, &AU110, &AU111,
-    &AU201, &AU202, &AU203, &AU204,
+    &AU201, &AU202, &AU203, &AU204, &AU301,
 ];
 
 /// Every audit check, in code order.
@@ -100,14 +102,19 @@ fn codes(checks: &[&'static RuleMeta]) -> Vec<&'static str> {
     checks.iter().map(|m| m.code).collect()
 }
 
-/// The checks that cannot run with these options and jobs, and why.
-pub(crate) fn skipped(opts: &AuditOptions, jobs: &[AuditJob]) -> Vec<Skipped> {
+/// The checks that cannot run with these options and jobs, and why; `drills_absent` says
+/// why there are no drill records, when there are none.
+pub(crate) fn skipped(
+    opts: &AuditOptions,
+    jobs: &[AuditJob],
+    drills_absent: Option<&str>,
+) -> Vec<Skipped> {
     let mut skipped = Vec::new();
     if !opts.with_manifest {
         skipped.push(Skipped {
             codes: codes(&[
                 &AU101, &AU105, &AU106, &AU107, &AU108, &AU109, &AU110, &AU111, &AU202, &AU203,
-                &AU204,
+                &AU204, &AU301,
             ]),
             reason: "no --manifest: expected slots, lock.ttl, alerts.max_latency and the retry policy come from the manifest".into(),
         });
@@ -121,6 +128,14 @@ pub(crate) fn skipped(opts: &AuditOptions, jobs: &[AuditJob]) -> Vec<Skipped> {
         skipped.push(Skipped {
             codes: codes(&[&AU201, &AU202]),
             reason: "no --outputs source: applied outputs cannot be checked".into(),
+        });
+    }
+    if opts.with_manifest
+        && let Some(why) = drills_absent
+    {
+        skipped.push(Skipped {
+            codes: codes(&[&AU301]),
+            reason: why.to_owned(),
         });
     }
     for j in jobs {
@@ -162,6 +177,7 @@ pub(crate) fn slot(v: &SlotView, out: &mut Vec<AuditFinding>) {
 /// The checks of a job as a whole, after its slots.
 pub(crate) fn job_end(job: &JobView, out: &mut Vec<AuditFinding>) {
     au201_duplicate_output::check(job, out);
+    au301_drill_overdue::check(job, out);
 }
 
 #[cfg(test)]

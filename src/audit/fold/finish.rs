@@ -2,10 +2,11 @@
 //! the metrics, jobs in parallel), and assemble the [`AuditResult`].
 
 use super::Auditor;
+use crate::audit::drills::Drills;
 use crate::audit::hist::Histogram;
 use crate::audit::metrics::{self, Attempts, JobMetrics, JobTally, PerDay};
 use crate::audit::view::{JobView, SlotBuf};
-use crate::audit::{AuditFinding, AuditResult, JobReport, checks};
+use crate::audit::{AuditFinding, AuditResult, DrillInput, JobReport, checks};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 
 /// What judging one job yields.
@@ -33,7 +34,26 @@ impl Auditor {
         ));
         self.resolve_outputs();
         self.input.rows_accepted = self.input.rows_read - self.input.rows_rejected;
-        let skipped = checks::skipped(&self.opts, &self.jobs);
+        // Drill records: AU001 for their rejected rows, resolved to the manifest jobs.
+        let mut drill_summary = None;
+        let drills_absent = match &self.drill_input {
+            DrillInput::Absent(why) => Some(why.as_str()),
+            DrillInput::Read { .. } if !self.opts.with_manifest => None,
+            DrillInput::Read { read, cadence_s } => {
+                au001.extend(checks::rows_rejected(read.rows_rejected, &read.errors));
+                let (d, summary) = Drills::resolve(
+                    read,
+                    *cadence_s,
+                    &self.names.declared,
+                    self.jobs.len(),
+                    self.opts.to,
+                );
+                self.drills = Some(d);
+                drill_summary = Some(summary);
+                None
+            }
+        };
+        let skipped = checks::skipped(&self.opts, &self.jobs, drills_absent);
 
         // Jobs are independent: judged in parallel, merged in job order.
         let by_job = self.slots.by_job(self.states.len());
@@ -93,6 +113,7 @@ impl Auditor {
             skipped,
             per_day: per_day.into_iter().map(|(d, (a, b))| (d, a, b)).collect(),
             tz: self.report_tz.clone().unwrap_or(jiff::tz::TimeZone::UTC),
+            drills: drill_summary,
         }
     }
 
@@ -110,6 +131,7 @@ impl Auditor {
             checks::slot(&v, &mut findings);
         }
         checks::job_end(&job, &mut findings);
+        let drills = job.drill_status();
         let JobMetrics {
             metrics,
             latency,
@@ -124,6 +146,7 @@ impl Auditor {
                 metrics,
                 latency_hist: latency,
                 duration_hist: duration,
+                drills,
             },
             findings,
             attempts,

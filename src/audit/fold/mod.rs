@@ -77,6 +77,9 @@ pub struct Auditor {
     pub(crate) row_errors: Vec<RowError>,
     /// The one zone the report shows times in (`None`: each job's own, days in UTC).
     pub(crate) report_tz: Option<jiff::tz::TimeZone>,
+    /// The drill records given ([`Auditor::drills`]), resolved to jobs at finish.
+    pub(crate) drill_input: crate::audit::DrillInput,
+    pub(crate) drills: Option<crate::audit::drills::Drills>,
 }
 
 impl Auditor {
@@ -122,9 +125,17 @@ impl Auditor {
             input: InputCounts::default(),
             row_errors: Vec::new(),
             report_tz: None,
+            drill_input: Default::default(),
+            drills: None,
             jobs,
             opts,
         }
+    }
+
+    /// The drill records for AU301 and each job's last drill; without this call AU301 is
+    /// skipped (as with [`crate::audit::DrillInput::Absent`]).
+    pub fn drills(&mut self, input: crate::audit::DrillInput) {
+        self.drill_input = input;
     }
 
     /// Shows every time of the findings, and buckets the per-day counts, in `tz`.
