@@ -93,11 +93,6 @@ pub fn block_signals() {
     }
 }
 
-/// A stop signal already pending (one that arrived while no command ran), taken.
-pub fn take_pending_stop() -> Option<i32> {
-    wait_signal(&sigset(&STOP_SIGNALS), Duration::ZERO)
-}
-
 /// Waits up to `timeout` for a stop signal; `Some(n)` when one came.
 pub fn sleep_unless_stopped(timeout: Duration) -> Option<i32> {
     let until = Instant::now() + timeout;

@@ -209,17 +209,6 @@ fn from_manifest(path: &Path, job: &str) -> Result<Resolved, SlotsError> {
     Ok(Resolved { schedule, tz, note })
 }
 
-/// Writes every slot in `[from, to)`, one per line, a day of slots at a time; returns
-/// how many were written.
-pub fn write_slots(
-    r: &Resolved,
-    from: Timestamp,
-    to: Timestamp,
-    out: &mut impl Write,
-) -> io::Result<u64> {
-    write_annotated(r, from, to, &[], out)
-}
-
 /// A `# ` line about a DST change, and the instant it is printed before: the first instant
 /// the change touches (the late or first run), or the change itself for a skipped slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -259,7 +248,7 @@ pub fn annotations(r: &Resolved, from: Timestamp, to: Timestamp) -> Vec<Annotati
     out
 }
 
-/// [`write_slots`], with each annotation written before the first slot at or after its
+/// Writes every slot in `[from, to)`, one per line, a day of slots at a time, with each annotation written before the first slot at or after its
 /// instant (the ones left at the end of the window after the last slot).
 pub fn write_annotated(
     r: &Resolved,

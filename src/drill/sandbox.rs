@@ -88,10 +88,6 @@ impl Root {
         Ok(sb)
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// CPU seconds the jobs of every sandbox used, as their taps measured them.
     pub fn jobs_cpu(&self) -> f64 {
         let Ok(rd) = std::fs::read_dir(&self.dir) else {
@@ -177,7 +173,6 @@ pub struct Cx {
 /// One `batchguard run` process, the leader of its own process group.
 pub struct Instance {
     pub child: Child,
-    pub name: String,
     pub status: Option<ExitStatus>,
 }
 
@@ -305,7 +300,6 @@ impl Cx {
             .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
         Ok(Instance {
             child,
-            name: name.to_owned(),
             status: None,
         })
     }

@@ -11,7 +11,7 @@ pub mod report;
 use crate::process::{self, SpawnError, Stopped};
 use crate::store::ledger::{self, Batch, Ledger};
 use crate::store::{
-    self, AcquireRequest, AcquireResult, EventRow, Finish, OutputRow, SlotState, Store, spool,
+    self, AcquireRequest, AcquireResult, EventRow, Finish, SlotState, Store, spool,
 };
 use classify::Class;
 use jiff::Timestamp;
@@ -743,6 +743,3 @@ pub fn new_run_id() -> String {
         std::process::id()
     )
 }
-
-/// Output keys read from a file, as [`OutputRow`]s.
-pub type Outputs = Vec<OutputRow>;
