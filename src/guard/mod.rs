@@ -641,8 +641,13 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
     }
     for run in st.abandoned()? {
         let dir = runs.join(&run.run_id);
+        // The run's own lock, taken: a live run holds it, and of two runs catching up
+        // at once only one ingests (the other finds it held, or the directory gone).
+        let Ok(_claim) = hold_run_dir(&dir) else {
+            continue;
+        };
         let file = dir.join("outputs");
-        if !file.is_file() || run_dir_alive(&dir) {
+        if !file.is_file() {
             continue;
         }
         let (outputs, _) = classify::read_outputs(&file, Timestamp::now());
@@ -665,7 +670,13 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
         let Some(run_id) = dir.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
-        if meta.store != store_url || run_dir_alive(&dir) || st.live(run_id)? {
+        if meta.store != store_url {
+            continue;
+        }
+        let Ok(_claim) = hold_run_dir(&dir) else {
+            continue;
+        };
+        if !dir.join(RUN_META).is_file() || st.live(run_id)? {
             continue;
         }
         let (outputs, _) = classify::read_outputs(&dir.join("outputs"), Timestamp::now());
@@ -699,7 +710,8 @@ const RUN_LOCK: &str = "alive";
 /// An exclusive `flock` on the run directory's lock file, held for the life of the attempt:
 /// the kernel drops it when the process dies, so a run whose lease has expired but whose
 /// process is merely paused (stopped, swapped out, frozen) is never taken for dead and its
-/// outputs file is not ingested from under it.
+/// outputs file is not ingested from under it. Catch-up takes the same lock before it
+/// ingests a directory, so two runs catching up at once never ingest one run twice.
 fn hold_run_dir(dir: &Path) -> std::io::Result<std::fs::File> {
     use std::os::fd::AsRawFd;
     let f = std::fs::OpenOptions::new()
@@ -712,17 +724,6 @@ fn hold_run_dir(dir: &Path) -> std::io::Result<std::fs::File> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(f)
-}
-
-/// Whether a live process still holds the run directory (see [`hold_run_dir`]).
-fn run_dir_alive(dir: &Path) -> bool {
-    use std::os::fd::AsRawFd;
-    let Ok(f) = std::fs::File::open(dir.join(RUN_LOCK)) else {
-        return false;
-    };
-    // SAFETY: flock on a file we own; a lock taken here is dropped with `f`.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
 /// A run id: unique without coordination (time, pid and 64 random bits).

@@ -497,8 +497,12 @@ impl Store for PgStore {
             return Ok(0);
         }
         let (j, s, r) = (lit(&run.job), ts(run.scheduled_at), lit(&run.run_id));
+        // Two runs catching up at once may both find the same abandoned run: the run's
+        // advisory lock (held to the end of this implicit transaction) makes the second
+        // wait, and its insert, a statement of its own, then sees the first one's rows.
         let sql = format!(
-            "WITH done AS (
+            "SELECT count(*)::text FROM (SELECT pg_advisory_xact_lock(hashtextextended({r}, 0))) l;
+WITH done AS (
   SELECT EXISTS (SELECT 1 FROM batchguard_outputs WHERE run_id = {r}) AS d
 ), outs AS ({} RETURNING 1)
 SELECT count(*)::text FROM outs",
@@ -506,7 +510,7 @@ SELECT count(*)::text FROM outs",
         );
         let rows = self.query(sql, "cannot write the outputs of an abandoned run")?;
         Ok(rows
-            .first()
+            .last()
             .and_then(|r| r.first().cloned().flatten())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0))
