@@ -250,6 +250,7 @@ pub mod csv;
 pub mod format;
 pub mod input;
 pub mod jsonl;
+pub mod mysql;
 pub mod read;
 pub mod sql;
 pub mod time;
