@@ -93,7 +93,9 @@ const NO_RETRY: &str = "      max_attempts: 1\n";
 
 #[test]
 fn a_successful_run_is_at_most_three_round_trips_and_the_acquire_is_one() {
-    let Some(db) = mysqldb::fresh("rt") else { return };
+    let Some(db) = mysqldb::fresh("rt") else {
+        return;
+    };
     ok(&migrate(&db.url));
     let proxy = Proxy::start(&mysqldb::host_port(&db.url));
     let url = proxy.url(&db);
@@ -280,7 +282,9 @@ fn a_held_lease_is_skipped_naming_the_holder_and_a_dead_holder_is_retaken() {
         "{err}"
     );
     // Expire it in database time: the next run takes attempt 2 with a higher fence.
-    db.exec(&format!("UPDATE batchguard_leases SET lease_until = {now} - 1000000"));
+    db.exec(&format!(
+        "UPDATE batchguard_leases SET lease_until = {now} - 1000000"
+    ));
     ok(&case.run(&db.url, &["--scheduled-at", SLOT]));
     let ev = events(&db);
     let start = ev.iter().find(|e| e.0 == "start").expect("start");

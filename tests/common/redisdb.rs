@@ -79,7 +79,8 @@ impl TestRedis {
         for a in &args[1..] {
             cmd.arg(*a);
         }
-        cmd.query(&mut c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        cmd.query(&mut c)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
     /// This test's keys.
