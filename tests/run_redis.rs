@@ -318,7 +318,11 @@ fn a_fencing_counter_that_went_back_is_refused_until_it_is_moved_past() {
         "{e}"
     );
     assert!(
-        e.contains(&format!("redis-cli SET '{}:fence:j' 1002", r.prefix)),
+        e.contains(&format!(
+            "redis-cli -u '{}' SET '{}:fence:j' 1002",
+            redisdb::server_url(),
+            r.prefix
+        )),
         "{e}"
     );
     assert!(e.contains(&format!("--scheduled-at {}", slot(2))), "{e}");

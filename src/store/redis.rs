@@ -31,6 +31,7 @@ use super::{
 };
 use jiff::Timestamp;
 use redis::{IntoConnectionInfo, Value};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -72,7 +73,8 @@ if ARGV[7] ~= '' and ARGV[8] ~= '1' and used >= tonumber(ARGV[7]) then
 end
 local fence = redis.call('INCR', KEYS[2])
 if fence <= tonumber(ARGV[9]) then return {'backwards', t[1], t[2], fence} end
-local lease = cjson.encode({holder = ARGV[1], run_id = ARGV[2], fence = fence, job = ARGV[3], scheduled_at = ARGV[4]})
+-- The fence as digits: cjson writes numbers with 14 significant digits only.
+local lease = cjson.encode({holder = ARGV[1], run_id = ARGV[2], fence = string.format('%d', fence), job = ARGV[3], scheduled_at = ARGV[4]})
 redis.call('SET', KEYS[1], lease, 'NX', 'PX', ARGV[5])
 redis.call('SET', KEYS[4], KEYS[1], 'PX', ARGV[5])
 local attempt = redis.call('HINCRBY', KEYS[3], 'attempts', 1)
@@ -97,7 +99,9 @@ end
 local held = redis.call('GET', KEYS[1])
 if held then
   local ok, l = pcall(cjson.decode, held)
-  if ok and type(l) == 'table' and tostring(l.fence) == ARGV[2] and l.run_id == ARGV[1] then
+  local lf = ok and type(l) == 'table' and l.fence
+  if type(lf) == 'number' then lf = string.format('%d', lf) end
+  if lf == ARGV[2] and l.run_id == ARGV[1] then
     redis.call('DEL', KEYS[1])
   end
 end
@@ -257,9 +261,20 @@ fn int(v: Option<&Value>) -> Option<i64> {
 struct LeaseValue {
     holder: String,
     run_id: String,
+    #[serde(deserialize_with = "digits")]
     fence: i64,
     job: String,
     scheduled_at: String,
+}
+
+/// A fence written as digits (what the script writes) or as a JSON number.
+fn digits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    use serde::de::Error;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Number(n) => n.as_i64().ok_or_else(|| D::Error::custom("not a fence")),
+        serde_json::Value::String(s) => s.parse().map_err(D::Error::custom),
+        _ => Err(D::Error::custom("not a fence")),
+    }
 }
 
 impl RedisStore {
@@ -525,10 +540,11 @@ impl Store for RedisStore {
             "backwards" => {
                 let fence = int(reply.get(3)).unwrap_or(0);
                 return Err(StoreError::refused(format!(
-                    "{}: the fencing counter of job `{}` went back: Redis handed out fence {fence}, but this host was already given fence {floor} (see {}). Redis lost data (a restart without persistence, or a failover to a replica that lagged), so leases and succeeded markers may be lost too. Check the ledger for slots that ran twice (`batchguard audit`), then move the counter past every fence handed out, e.g. `redis-cli SET '{}' {}`",
+                    "{}: the fencing counter of job `{}` went back: Redis handed out fence {fence}, but this host was already given fence {floor} (see {}). Redis lost data (a restart without persistence, or a failover to a replica that lagged), so leases and succeeded markers may be lost too. Check the ledger for slots that ran twice (`batchguard audit`), then move the counter past every fence handed out, e.g. `redis-cli -u '{}' SET '{}' {}`",
                     self.shown,
                     req.job,
                     self.fences.display(),
+                    self.cfg.identity.split('#').next().unwrap_or_default(),
                     self.key("fence", &req.job),
                     floor.saturating_add(1000),
                 )));

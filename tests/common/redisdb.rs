@@ -186,10 +186,7 @@ fn read_command(r: &mut BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
 
 fn pump_client(client: TcpStream, mut server: TcpStream, log: Arc<Mutex<Vec<Vec<String>>>>) {
     let mut r = BufReader::new(client);
-    loop {
-        let Some((name, raw)) = read_command(&mut r) else {
-            break;
-        };
+    while let Some((name, raw)) = read_command(&mut r) {
         let mut group = vec![name];
         let mut out = raw;
         // Whatever the client sent in the same write is part of the same round trip.
