@@ -1,26 +1,37 @@
 #!/usr/bin/env python3
-"""SPEC 10 `run` benchmark: the guard's overhead, round trips and contention.
+"""SPEC 10 `run` benchmark: the guard's overhead, round trips and contention, per store.
 
-One command: builds batchguard (release), then prints side by side
+One command: builds batchguard (release), then prints, for each store that is reachable
+(SQLite always; PostgreSQL, Redis and MySQL/MariaDB when their servers answer):
 
-  * median and p95 wall time of `batchguard run -- true` on the SQLite store (a new slot
-    each time, so every run acquires, runs, writes `end` and releases), of bare `true`,
-    and of `flock -n FILE true`, interleaved, with the overhead over bare `true`;
-  * 50 contenders released at once on one slot, on SQLite and (when reachable) PostgreSQL:
-    how many `start`s and `skip`s the ledger got, and each contender's wall time;
-  * with PostgreSQL reachable: client->server protocol messages of one acquire and of one
-    whole run, counted by a proxy that reads the protocol (a round trip is a simple `Query`
-    or a `Sync`: each is answered by one `ReadyForQuery`).
+  * median and p95 wall time of `batchguard run -- true` (a new slot each time, so every run
+    acquires, writes `start`, runs `true`, writes `end` and releases), interleaved with bare
+    `true` (and `flock -n FILE true`), and the overhead over bare `true`;
+  * round trips of one successful run with `--scheduled-at`, after connecting, counted by a
+    proxy that reads the store's protocol (PostgreSQL: simple `Query` and `Sync` messages;
+    MySQL: command packets; Redis: commands sent together count as one), and of a skip;
+  * 50 contenders released at once on one slot: how many `start`s, `skip`s and `end`s the
+    ledger got, and each contender's wall time.
 
-    python3 scripts/bench-run.py [--runs 200] [--pg postgres://postgres@127.0.0.1:5432/test]
+Then one table with every store side by side (the one in docs/benchmarks.md).
 
-PostgreSQL needs `psql` on PATH (to create and drop a scratch database `bg_bench_<pid>`).
+    python3 scripts/bench-run.py [--runs 200] [--pg URL] [--redis URL] [--mysql URL]
+
+Defaults: postgres://postgres@127.0.0.1:5432/test, redis://127.0.0.1:6379/0,
+mysql://root@127.0.0.1:3306/test (or BATCHGUARD_TEST_PG / _REDIS / _MYSQL). PostgreSQL needs
+`psql` and MySQL the `mysql` client on PATH, for a scratch database `bg_bench_<pid>` that is
+dropped at the end; Redis uses the key prefix `bg-bench-<pid>` and deletes its keys. A Redis
+store writes its ledger apart, to a JSONL file (`--ledger ledger.jsonl`), as a team with only
+Redis would; its slots are in 2026, so its URL keeps markers for 100 years
+(`retention=36500d`).
 """
 import argparse
+import json
 import os
 import pathlib
 import shutil
 import socket
+import sqlite3
 import statistics
 import struct
 import subprocess
@@ -32,6 +43,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
 BASE_SLOT = 1_772_330_400  # 2026-03-01T02:00:00Z
+CONTENDED = 100000  # the slot index the 50 contenders race for
 
 MANIFEST = """version: 1
 service: bench
@@ -74,33 +86,13 @@ def row(name, xs, base=None):
     extra = ""
     if base is not None:
         extra = f"   +{med - statistics.median(base):6.2f} ms median over bare true"
-    print(f"  {name:<34} median {med:7.2f} ms   p95 {p95:7.2f} ms{extra}")
+    print(f"  {name:<40} median {med:7.2f} ms   p95 {p95:7.2f} ms{extra}")
 
 
-def contenders(bg, cwd, store, n=50):
-    """n runs of one slot released at once; returns their wall times (ms)."""
-    args = [bg, "run", "--manifest", "m.batchguard.yaml", "--job", "j", "--store", store,
-            "--scheduled-at", slot(100000)]
-    gate = threading.Event()
-    times = [0.0] * n
-
-    def one(i):
-        gate.wait()
-        times[i] = timed(args + ["--instance", f"i{i}", "--", "sleep", "0.5"], cwd)
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    gate.set()
-    for t in threads:
-        t.join()
-    return times
-
-
-# ------------------------------------------------------------------ PostgreSQL proxy
+# ------------------------------------------------------------------ protocol proxies
 
 class Proxy:
-    """Forwards 127.0.0.1:<port> to the server, recording client->server message types."""
+    """Forwards 127.0.0.1:<port> to the server; `read_client` logs what the client sends."""
 
     def __init__(self, target):
         self.target = target
@@ -146,49 +138,211 @@ class Proxy:
         return buf
 
     def pump(self, c, s):
-        startup = True
         try:
-            while True:
-                if startup:
-                    head = self.read(c, 4)
-                    (n,) = struct.unpack("!I", head)
-                    body = self.read(c, n - 4)
-                    s.sendall(head + body)
-                    code = struct.unpack("!I", body[:4])[0] if len(body) >= 4 else 0
-                    startup = code in (80877103, 80877104)
-                    continue
-                head = self.read(c, 5)
-                (n,) = struct.unpack("!I", head[1:])
-                body = self.read(c, n - 4)
-                s.sendall(head + body)
-                with self.lock:
-                    self.log.append(chr(head[0]))
+            self.read_client(c, s)
         except (EOFError, OSError):
             pass
 
+    def note(self, what):
+        with self.lock:
+            self.log.append(what)
+
     def take(self):
+        time.sleep(0.05)
         with self.lock:
             out, self.log = self.log, []
         return out
 
 
-def pg_db_url(url, db):
+class PgProxy(Proxy):
+    """Round trips: simple `Query` (Q) and `Sync` (S) messages."""
+
+    def read_client(self, c, s):
+        startup = True
+        while True:
+            if startup:
+                head = self.read(c, 4)
+                (n,) = struct.unpack("!I", head)
+                body = self.read(c, n - 4)
+                s.sendall(head + body)
+                code = struct.unpack("!I", body[:4])[0] if len(body) >= 4 else 0
+                startup = code in (80877103, 80877104)
+                continue
+            head = self.read(c, 5)
+            (n,) = struct.unpack("!I", head[1:])
+            body = self.read(c, n - 4)
+            s.sendall(head + body)
+            if chr(head[0]) in "QS":
+                self.note(chr(head[0]))
+
+
+class MysqlProxy(Proxy):
+    """Round trips: command packets (sequence number 0), COM_QUIT (answered by nothing) left out."""
+
+    def read_client(self, c, s):
+        while True:
+            head = self.read(c, 4)
+            n = head[0] | head[1] << 8 | head[2] << 16
+            body = self.read(c, n)
+            s.sendall(head + body)
+            if head[3] == 0 and body and body[0] != 0x01:
+                self.note({0x03: "COM_QUERY", 0x16: "COM_STMT_PREPARE",
+                           0x17: "COM_STMT_EXECUTE"}.get(body[0], hex(body[0])))
+
+
+class RedisProxy(Proxy):
+    """Round trips: the commands a client sends together (one write) count as one."""
+
+    def read_client(self, c, s):
+        buf = b""
+        while True:
+            d = c.recv(65536)
+            if not d:
+                raise EOFError
+            s.sendall(d)
+            buf += d
+            names = []
+            while True:
+                cmd, buf = self.parse(buf)
+                if cmd is None:
+                    break
+                names.append(cmd)
+            if names:
+                self.note("+".join(names))
+
+    @staticmethod
+    def parse(buf):
+        """(command name, rest) of a whole RESP array at the start of buf, else (None, buf)."""
+        try:
+            end = buf.index(b"\r\n")
+            n = int(buf[1:end])
+            pos, name = end + 2, None
+            for i in range(n):
+                e = buf.index(b"\r\n", pos)
+                ln = int(buf[pos + 1:e])
+                if len(buf) < e + 2 + ln + 2:
+                    return None, buf
+                if i == 0:
+                    name = buf[e + 2:e + 2 + ln].decode().upper()
+                pos = e + 2 + ln + 2
+            return name, buf[pos:]
+        except ValueError:
+            return None, buf
+
+
+def host_port(url, default):
+    rest = url.split("://", 1)[1]
+    authority = rest.split("/", 1)[0].split("?", 1)[0]
+    hp = authority.rsplit("@", 1)[-1]
+    host, _, port = hp.partition(":")
+    return host, int(port or default)
+
+
+def via(url, proxy, default):
+    h, p = host_port(url, default)
+    authority = f"{h}:{p}" if f"{h}:{p}" in url else h
+    return url.replace(authority, f"127.0.0.1:{proxy.port}", 1)
+
+
+def db_url(url, db):
     head, _, query = url.partition("?")
     scheme, _, rest = head.partition("://")
     authority = rest.split("/", 1)[0]
     return f"{scheme}://{authority}/{db}" + (f"?{query}" if query else "")
 
 
-def host_port(url):
-    rest = url.split("://", 1)[1]
-    authority = rest.split("/", 1)[0].split("?", 1)[0]
-    hp = authority.rsplit("@", 1)[-1]
-    host, _, port = hp.partition(":")
-    return host, int(port or 5432)
-
-
 def psql(url, sql):
     return subprocess.run(["psql", url, "-XAtqc", sql], capture_output=True, text=True)
+
+
+def mysql_cli(url, sql, db=None):
+    rest = url.split("://", 1)[1]
+    authority, _, path = rest.partition("/")
+    user = authority.rsplit("@", 1)[0] if "@" in authority else "root"
+    user, _, password = user.partition(":")
+    host, port = host_port(url, 3306)
+    argv = ["mysql", "-h", host, "-P", str(port), "-u", user, "-N", "-B", "-e", sql]
+    if password:
+        argv.insert(1, f"-p{password}")
+    db = db or path.split("?", 1)[0]
+    if db:
+        argv.append(db)
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+# ------------------------------------------------------------------ one store
+
+class Store:
+    def __init__(self, name, url, ledger=None, counts=None, proxy=None, proxy_url=None):
+        self.name, self.url, self.ledger = name, url, ledger
+        self.counts, self.proxy, self.proxy_url = counts, proxy, proxy_url
+
+    def args(self, url=None):
+        a = ["--store", url or self.url]
+        if self.ledger:
+            a += ["--ledger", self.ledger]
+        return a
+
+
+def contenders(bg, cwd, store, n=50):
+    """n runs of one slot released at once; returns their wall times (ms)."""
+    args = [bg, "run", "--manifest", "m.batchguard.yaml", "--job", "j", *store.args(),
+            "--scheduled-at", slot(CONTENDED)]
+    gate = threading.Event()
+    times = [0.0] * n
+
+    def one(i):
+        gate.wait()
+        times[i] = timed(args + ["--instance", f"i{i}", "--", "sleep", "0.5"], cwd)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    return times
+
+
+def measure(bg, work, store, runs, offset, t_true):
+    """Overhead samples, round trips, contention for one store; returns the table's row."""
+    print(f"\n== {store.name}: {store.url}")
+    base = [bg, "run", "--manifest", "m.batchguard.yaml", "--job", "j"]
+    true = shutil.which("true")
+    timed(base + store.args() + ["--scheduled-at", slot(offset), "--", true], work)  # warm-up
+    t_run, t_bare = [], []
+    for i in range(1, runs + 1):
+        t_bare.append(timed([true], work))
+        t_run.append(timed(base + store.args() + ["--scheduled-at", slot(offset + i), "--", true],
+                           work))
+    row("true", t_bare)
+    row(f"batchguard run -- true ({store.name})", t_run, t_bare)
+    trips = skip_trips = "-"
+    if store.proxy:
+        store.proxy.take()
+        timed(base + store.args(store.proxy_url) + ["--scheduled-at", slot(offset + runs + 1),
+                                                    "--", true], work)
+        msgs = store.proxy.take()
+        trips = len(msgs)
+        timed(base + store.args(store.proxy_url) + ["--scheduled-at", slot(offset + runs + 1),
+                                                    "--", true], work)
+        skip = store.proxy.take()
+        skip_trips = len(skip)
+        print(f"  round trips after connecting: successful run {trips} {msgs}; skip {skip_trips} {skip}")
+    times = contenders(bg, work, store)
+    counts = store.counts()
+    print(f"  50 contenders on one slot: {counts}")
+    row("contender wall time", times)
+    return {
+        "store": store.name,
+        "median": statistics.median(t_run),
+        "p95": pct(t_run, 95),
+        "over": statistics.median(t_run) - statistics.median(t_bare),
+        "trips": trips,
+        "skip_trips": skip_trips,
+        "counts": counts,
+        "contender": (statistics.median(times), pct(times, 95)),
+    }
 
 
 def main():
@@ -196,6 +350,10 @@ def main():
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--pg", default=os.environ.get(
         "BATCHGUARD_TEST_PG", "postgres://postgres@127.0.0.1:5432/test"))
+    ap.add_argument("--redis", default=os.environ.get(
+        "BATCHGUARD_TEST_REDIS", "redis://127.0.0.1:6379/0"))
+    ap.add_argument("--mysql", default=os.environ.get(
+        "BATCHGUARD_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test"))
     a = ap.parse_args()
 
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "batchguard", "--bin",
@@ -205,82 +363,123 @@ def main():
     flock = shutil.which("flock")
     work = pathlib.Path(tempfile.mkdtemp(prefix="bg-bench-run-"))
     (work / "m.batchguard.yaml").write_text(MANIFEST)
-    print(f"batchguard {bg}\nscratch {work}\n")
-
-    # ---- overhead on SQLite, interleaved
-    base = [bg, "run", "--manifest", "m.batchguard.yaml", "--job", "j"]
-    timed(base + ["--scheduled-at", slot(0), "--", true], work)  # creates the store file
-    t_true, t_flock, t_run = [], [], []
-    for i in range(1, a.runs + 1):
-        t_true.append(timed([true], work))
-        if flock:
-            t_flock.append(timed([flock, "-n", str(work / "flock"), true], work))
-        t_run.append(timed(base + ["--scheduled-at", slot(i), "--", true], work))
-    print(f"run overhead, {a.runs} runs each, interleaved (SPEC 10 target: under 10 ms median over bare true)")
-    row("true", t_true)
-    if flock:
-        row("flock -n FILE true", t_flock, t_true)
-    row("batchguard run -- true (SQLite)", t_run, t_true)
-    ratio = statistics.median(t_run) / statistics.median(t_true)
-    print(f"  ratio run/true (median): {ratio:.1f}x"
-          + (f"; run/flock: {statistics.median(t_run) / statistics.median(t_flock):.1f}x" if flock else ""))
-
-    # ---- contention on SQLite
-    times = contenders(bg, work, "sqlite:.batchguard/store.db")
-    r = subprocess.run(["sqlite3", str(work / ".batchguard/store.db"),
-                        f"SELECT event, count(*) FROM batchguard_events WHERE scheduled_at = '{slot(100000)}' GROUP BY event ORDER BY event"],
-                       capture_output=True, text=True) if shutil.which("sqlite3") else None
-    print("\n50 contenders on one slot, SQLite")
-    if r is not None:
-        print("  ledger: " + ", ".join(l.replace("|", " x") for l in r.stdout.split()))
-    row("contender wall time", times)
-
-    # ---- PostgreSQL
-    if not shutil.which("psql"):
-        print("\nPostgreSQL: skipped (no psql on PATH)")
-        return
-    probe = psql(a.pg, "SELECT 1")
-    if probe.returncode != 0:
-        print(f"\nPostgreSQL: skipped ({a.pg} unreachable: {probe.stderr.strip()})")
-        return
-    db = f"bg_bench_{os.getpid()}"
-    psql(a.pg, f"CREATE DATABASE {db}")
-    url = pg_db_url(a.pg, db)
+    print(f"batchguard {bg}\nscratch {work}")
+    cleanup = []
+    rows = []
     try:
-        subprocess.run([bg, "store", "migrate", "--store", url], check=True,
-                       stdout=subprocess.DEVNULL)
-        proxy = Proxy(host_port(url))
-        h, p = host_port(url)
-        purl = url.replace(f"{h}:{p}", f"127.0.0.1:{proxy.port}", 1)
-        purl += ("&" if "?" in purl else "?") + "sslmode=disable"
-        pbase = base + ["--store", purl]
+        # ---- the peers: bare true and flock
+        t_true, t_flock = [], []
+        for _ in range(a.runs):
+            t_true.append(timed([true], work))
+            if flock:
+                t_flock.append(timed([flock, "-n", str(work / "flock"), true], work))
+        print(f"\npeers, {a.runs} runs each")
+        row("true", t_true)
+        if flock:
+            row("flock -n FILE true", t_flock, t_true)
 
-        def counted(extra):
-            proxy.take()
-            timed(pbase + extra + ["--", true], work)
-            time.sleep(0.05)
-            msgs = proxy.take()
-            return sum(1 for m in msgs if m in "QS"), "".join(msgs)
+        def ledger_counts(q):
+            return lambda: ", ".join(f"{e} x{n}" for e, n in q())
 
-        run_rt, run_msgs = counted(["--scheduled-at", slot(1)])
-        skip_rt, skip_msgs = counted(["--scheduled-at", slot(1)])
-        clock_rt, clock_msgs = counted([])
-        print("\nPostgreSQL round trips after connecting (proxy count of client messages; Q = simple query, S = sync)")
-        print(f"  acquire (with start)                      1 (one Query: the acquire statement)")
-        print(f"  run with --scheduled-at (acquire, finish) {run_rt}   messages {run_msgs}")
-        print(f"  run, slot from the store's clock          {clock_rt}   messages {clock_msgs}")
-        print(f"  skip (acquire, skip event)                {skip_rt}   messages {skip_msgs}")
-        t_pg = [timed(base + ["--store", url, "--scheduled-at", slot(1000 + i), "--", true], work)
-                for i in range(min(a.runs, 50))]
-        row("batchguard run -- true (PostgreSQL)", t_pg, t_true)
+        contended = slot(CONTENDED)
 
-        times = contenders(bg, work, url)
-        counts = psql(url, f"SELECT event || ' x' || count(*) FROM batchguard_events WHERE scheduled_at = '{slot(100000)}' GROUP BY event ORDER BY event")
-        print("\n50 contenders on one slot, PostgreSQL")
-        print("  ledger: " + ", ".join(counts.stdout.split("\n")).strip(", "))
-        row("contender wall time", times)
+        # ---- SQLite
+        def sqlite_counts():
+            with sqlite3.connect(work / ".batchguard/store.db") as c:
+                return c.execute("SELECT event, count(*) FROM batchguard_events WHERE scheduled_at"
+                                 " = ? GROUP BY event ORDER BY event", (contended,)).fetchall()
+        rows.append(measure(bg, work, Store("SQLite", "sqlite:.batchguard/store.db",
+                                            counts=ledger_counts(sqlite_counts)),
+                            a.runs, 0, t_true))
+
+        # ---- PostgreSQL
+        if shutil.which("psql") and psql(a.pg, "SELECT 1").returncode == 0:
+            db = f"bg_bench_{os.getpid()}"
+            psql(a.pg, f"CREATE DATABASE {db}")
+            cleanup.append(lambda: psql(a.pg, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+            url = db_url(a.pg, db)
+            subprocess.run([bg, "store", "migrate", "--store", url], check=True,
+                           stdout=subprocess.DEVNULL)
+            proxy = PgProxy(host_port(url, 5432))
+            purl = via(url, proxy, 5432)
+            purl += ("&" if "?" in purl else "?") + "sslmode=disable"
+
+            def pg_counts():
+                r = psql(url, "SELECT event || '|' || count(*) FROM batchguard_events WHERE "
+                         f"scheduled_at = '{contended}' GROUP BY event ORDER BY event")
+                return [tuple(l.split("|")) for l in r.stdout.split()]
+            rows.append(measure(bg, work, Store("PostgreSQL", url, counts=ledger_counts(pg_counts),
+                                                proxy=proxy, proxy_url=purl),
+                                a.runs, 10000, t_true))
+        else:
+            print(f"\nPostgreSQL: skipped ({a.pg} unreachable or no psql)")
+
+        # ---- Redis, with a JSONL ledger apart
+        prefix = f"bg-bench-{os.getpid()}"
+        probe = subprocess.run(["redis-cli", "-u", a.redis, "PING"], capture_output=True,
+                               text=True) if shutil.which("redis-cli") else None
+        if probe is not None and probe.stdout.strip() == "PONG":
+            def drop_keys():
+                keys = subprocess.run(["redis-cli", "-u", a.redis, "--scan", "--pattern",
+                                       f"{prefix}:*"], capture_output=True, text=True).stdout.split()
+                for k in keys:
+                    subprocess.run(["redis-cli", "-u", a.redis, "DEL", k], capture_output=True)
+            cleanup.append(drop_keys)
+            sep = "&" if "?" in a.redis else "?"
+            url = f"{a.redis}{sep}prefix={prefix}&retention=36500d"
+            proxy = RedisProxy(host_port(url, 6379))
+            purl = via(url, proxy, 6379)
+
+            def redis_counts():
+                seen = {}
+                for line in (work / "ledger.jsonl").read_text().splitlines():
+                    v = json.loads(line)
+                    if v.get("scheduled_at") == contended:
+                        seen[v["event"]] = seen.get(v["event"], 0) + 1
+                return sorted(seen.items())
+            rows.append(measure(bg, work, Store("Redis (JSONL ledger)", url, ledger="ledger.jsonl",
+                                                counts=ledger_counts(redis_counts), proxy=proxy,
+                                                proxy_url=purl),
+                                a.runs, 20000, t_true))
+        else:
+            print(f"\nRedis: skipped ({a.redis} unreachable or no redis-cli)")
+
+        # ---- MySQL / MariaDB
+        if shutil.which("mysql") and mysql_cli(a.mysql, "SELECT 1").returncode == 0:
+            db = f"bg_bench_{os.getpid()}"
+            mysql_cli(a.mysql, f"CREATE DATABASE {db}")
+            cleanup.append(lambda: mysql_cli(a.mysql, f"DROP DATABASE IF EXISTS {db}"))
+            url = db_url(a.mysql, db)
+            subprocess.run([bg, "store", "migrate", "--store", url], check=True,
+                           stdout=subprocess.DEVNULL)
+            proxy = MysqlProxy(host_port(url, 3306))
+            purl = via(url, proxy, 3306)
+            purl += ("&" if "?" in purl else "?") + "ssl-mode=disabled"
+
+            def my_counts():
+                r = mysql_cli(url, "SELECT event, count(*) FROM batchguard_events WHERE "
+                              f"scheduled_at = '{contended[:-1]}.000000Z' GROUP BY event ORDER BY event")
+                return [tuple(l.split("\t")) for l in r.stdout.splitlines()]
+            rows.append(measure(bg, work, Store("MySQL (MariaDB)", url, counts=ledger_counts(my_counts),
+                                                proxy=proxy, proxy_url=purl),
+                                a.runs, 30000, t_true))
+        else:
+            print(f"\nMySQL: skipped ({a.mysql} unreachable or no mysql client)")
+
+        # ---- the table
+        print(f"\nrun -- true, {a.runs} runs per store; bare true median "
+              f"{statistics.median(t_true):.2f} ms" +
+              (f", flock -n FILE true median {statistics.median(t_flock):.2f} ms" if flock else ""))
+        print("\n| store | median | p95 | over bare `true` (median) | round trips, successful run "
+              "(skip) | 50 contenders on one slot | contender wall time median / p95 |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['store']} | {r['median']:.2f} ms | {r['p95']:.2f} ms | +{r['over']:.2f} ms "
+                  f"| {r['trips']} ({r['skip_trips']}) | {r['counts']} "
+                  f"| {r['contender'][0]:.0f} ms / {r['contender'][1]:.0f} ms |")
     finally:
-        psql(a.pg, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        for c in cleanup:
+            c()
         shutil.rmtree(work, ignore_errors=True)
 
 

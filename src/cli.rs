@@ -161,10 +161,10 @@ pub enum GraphFormat {
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
     /// Events: path.csv, path.jsonl/.ndjson (also .gz/.zst), `-` (stdin), a named pipe,
-    /// sqlite:PATH or postgres://…
+    /// sqlite:PATH, postgres://… or mysql://…
     #[arg(long, allow_hyphen_values = true)]
     pub ledger: String,
-    /// Applied outputs, same forms (default: the ledger's outputs table for sqlite/postgres).
+    /// Applied outputs, same forms (default: the ledger's outputs table for a database).
     #[arg(long, allow_hyphen_values = true)]
     pub outputs: Option<String>,
     /// Format of a file source whose name does not tell it (`-`, a pipe, `<(…)`).
@@ -251,7 +251,7 @@ pub struct RunArgs {
     /// Name of the job in --manifest.
     #[arg(long)]
     pub job: String,
-    /// Lock store: sqlite:PATH or postgres://…
+    /// Lock store: sqlite:PATH, postgres://…, mysql://… or redis://… (with --ledger)
     #[arg(long, default_value = "sqlite:.batchguard/store.db")]
     pub store: String,
     /// Ledger (default: the store's own tables).
@@ -359,7 +359,7 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 pub struct StoreArgs {
     #[arg(value_enum)]
     pub action: StoreAction,
-    /// sqlite:PATH or postgres://…
+    /// sqlite:PATH, postgres://…, mysql://…, redis://… or rediss://…
     #[arg(long, default_value = "sqlite:.batchguard/store.db")]
     pub store: String,
     /// Only this job (status).

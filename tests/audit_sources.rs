@@ -1,7 +1,12 @@
-//! The same ledger as CSV, JSONL, SQLite and PostgreSQL gives identical audit JSON.
+//! The same ledger as CSV, JSONL, SQLite, PostgreSQL and MySQL gives identical audit JSON.
 //!
 //! PostgreSQL: `BATCHGUARD_TEST_PG` (default `postgres://postgres@127.0.0.1:5432/test`);
-//! unreachable means skip with a message, except under `CI=true`, where it fails.
+//! MySQL: `BATCHGUARD_TEST_MYSQL` (default `mysql://root@127.0.0.1:3306/test`, a fresh
+//! database per test); unreachable means skip with a message, except under `CI=true`, where
+//! it fails.
+
+#[path = "common/mysqldb.rs"]
+mod mysqldb;
 
 use batchguard::audit::run::{RunOptions, run};
 use batchguard::ledger::{Event, Output, ReadOptions, Source, read_events, read_outputs};
@@ -255,4 +260,99 @@ fn csv_jsonl_sqlite_and_postgres_give_identical_json() {
         }
     });
     assert_eq!(got, baseline, "PostgreSQL differs from CSV");
+}
+
+/// The MySQL ledger as `batchguard store migrate` creates it (RFC 3339 text), and the same
+/// rows in tables with `TIMESTAMP(6)` columns (a team's own schema): both read as CSV does.
+#[test]
+fn mysql_text_and_timestamp_tables_give_the_same_json_as_csv() {
+    let (ev, out) = demo();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ce, co) = write_csv(dir.path(), &ev, &out);
+    let baseline = audit_json(ce, Some(co));
+    let Some(db) = mysqldb::fresh("audit") else {
+        return;
+    };
+    let rt = rt();
+    let mut c = rt
+        .block_on(sqlx::MySqlConnection::connect(&db.url))
+        .expect("connect");
+    let ddl = std::fs::read_to_string("schemas/ledger.mysql.sql").expect("ddl");
+    let stamp = |t: &jiff::Timestamp| t.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string();
+    for (et, ot, timestamps) in [
+        ("batchguard_events", "batchguard_outputs", false),
+        ("ev_ts", "out_ts", true),
+    ] {
+        let mut ddl = ddl
+            .replace("batchguard_events", et)
+            .replace("batchguard_outputs", ot);
+        if timestamps {
+            for col in ["scheduled_at", "at"] {
+                ddl = ddl.replace(
+                    &format!("{col:<12} VARCHAR(40)"),
+                    &format!("{col:<12} TIMESTAMP(6)"),
+                );
+                ddl = ddl.replace(
+                    &format!("{col:<15} VARCHAR(40)"),
+                    &format!("{col:<15} TIMESTAMP(6)"),
+                );
+            }
+            assert_eq!(ddl.matches("TIMESTAMP(6)").count(), 4, "{ddl}");
+        }
+        let time = |t: &jiff::Timestamp| {
+            if timestamps { stamp(t) } else { t.to_string() }
+        };
+        rt.block_on(async {
+            for stmt in ddl.split(";\n").filter(|s| s.contains("CREATE")) {
+                sqlx::raw_sql(AssertSqlSafe(stmt.to_owned()))
+                    .execute(&mut c)
+                    .await
+                    .expect("ddl");
+            }
+            for e in &ev {
+                sqlx::query(AssertSqlSafe(format!(
+                    "INSERT INTO {et} (run_id, job, scheduled_at, event, at, instance, attempt, \
+                     status, error_code, snapshot_digest, `trigger`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                )))
+                .bind(&e.run_id)
+                .bind(&e.job)
+                .bind(time(&e.scheduled_at))
+                .bind(e.event.as_str())
+                .bind(time(&e.at))
+                .bind(&e.instance)
+                .bind(e.attempt.map(|a| a as i32))
+                .bind(e.status.map(|s| s.as_str()))
+                .bind(&e.error_code)
+                .bind(&e.snapshot_digest)
+                .bind(e.trigger.as_str())
+                .execute(&mut c)
+                .await
+                .expect("insert event");
+            }
+            for o in &out {
+                sqlx::query(AssertSqlSafe(format!(
+                    "INSERT INTO {ot} (job, scheduled_at, run_id, output_key, at) VALUES (?, ?, ?, ?, ?)"
+                )))
+                .bind(&o.job)
+                .bind(time(&o.scheduled_at))
+                .bind(&o.run_id)
+                .bind(&o.output_key)
+                .bind(time(&o.at))
+                .execute(&mut c)
+                .await
+                .expect("insert output");
+            }
+        });
+        let src = if timestamps {
+            format!("{}?events_table={et}&outputs_table={ot}", db.url)
+        } else {
+            db.url.clone()
+        };
+        assert_eq!(
+            audit_json(src, None),
+            baseline,
+            "MySQL ({}) differs from CSV",
+            if timestamps { "TIMESTAMP" } else { "text" }
+        );
+    }
 }

@@ -374,6 +374,8 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
         instances: 1,
         instances_span: None,
         locked: true,
+        one_host_lock: false,
+        kubernetes: false,
         lock_span: None,
         depends_on: Vec::new(),
         expected_secs: Some(600),

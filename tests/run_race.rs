@@ -1,6 +1,8 @@
-//! THE RACE (SPEC 7.1 items 3, 8): at least 8 real `batchguard run` processes per slot, a
-//! random tenth of them SIGKILLed (and the holder of every tenth slot killed mid-run), on
-//! one SQLite store and on one PostgreSQL database (a fresh one, `tests/common/pgdb.rs`). The job proves exclusivity itself: a non-blocking OS file lock per slot
+//! THE RACE (SPEC 7.1 items 3, 8, SPEC 10): at least 8 real `batchguard run` processes per
+//! slot, a random tenth of them SIGKILLed (and the holder of every tenth slot killed
+//! mid-run), on every store: one SQLite store, one PostgreSQL database (a fresh one,
+//! `tests/common/pgdb.rs`), one MySQL/MariaDB database (`tests/common/mysqldb.rs`) and one
+//! Redis key prefix with a JSONL ledger apart (`tests/common/redisdb.rs`). The job proves exclusivity itself: a non-blocking OS file lock per slot
 //! that it must never find taken, and monotonic intervals that never overlap. Rounds go on
 //! (synchronised on process exits and ledger rows, never on sleeps) until every slot has
 //! succeeded; then each slot succeeded exactly once, fences rise per slot, and `audit` finds
@@ -8,11 +10,16 @@
 //!
 //! `BATCHGUARD_RACE_SLOTS` sets the slot count (default 200 under `CI=true`, else 30);
 //! `BATCHGUARD_RACE_PROCS` the processes per slot (default 8). The two stores race one
-//! after the other (the host's cores are the limit, not the stores).
+//! after the other (the host's cores are the limit, not the stores). The Redis race keeps
+//! its markers for 100 years (`retention=36500d`): its slots are in 2026, whatever today is.
 
 mod common;
+#[path = "common/mysqldb.rs"]
+mod mysqldb;
 #[path = "common/pgdb.rs"]
 mod pgdb;
+#[path = "common/redisdb.rs"]
+mod redisdb;
 
 use std::collections::{HashMap, HashSet};
 use std::process::{Child, Command, Stdio};
@@ -61,18 +68,44 @@ impl Rng {
     }
 }
 
-/// The store under race: the default SQLite file, or a PostgreSQL database.
+/// The store under race: the default SQLite file, a PostgreSQL or MySQL database, or a
+/// Redis prefix (whose ledger is a JSONL file apart).
 enum Store {
     Sqlite,
     Pg(pgdb::TestDb),
+    Mysql(mysqldb::TestDb),
+    Redis(redisdb::TestRedis),
 }
 
+/// The ledger apart of the Redis race, in its working directory.
+const REDIS_LEDGER: &str = "ledger.jsonl";
+
 impl Store {
-    /// The `--store` / `--ledger` URL, as seen from the race's working directory.
+    /// The `--store` URL, as seen from the race's working directory.
     fn url(&self) -> String {
         match self {
             Store::Sqlite => "sqlite:.batchguard/store.db".into(),
             Store::Pg(db) => db.url.clone(),
+            Store::Mysql(db) => db.url.clone(),
+            Store::Redis(r) => format!("{}&retention=36500d", r.url()),
+        }
+    }
+
+    /// The `--ledger` of `run`, when it is not the store.
+    fn ledger_apart(&self) -> Option<&'static str> {
+        matches!(self, Store::Redis(_)).then_some(REDIS_LEDGER)
+    }
+
+    /// The `--ledger` (and `--outputs`) that `audit` reads.
+    fn audit_args(&self) -> Vec<String> {
+        match self.ledger_apart() {
+            Some(l) => vec![
+                "--ledger".into(),
+                l.into(),
+                "--outputs".into(),
+                "ledger.outputs.jsonl".into(),
+            ],
+            None => vec!["--ledger".into(), self.url()],
         }
     }
 }
@@ -99,10 +132,37 @@ fn racing_processes_never_hold_one_slot_twice_on_postgres() {
     race(Store::Pg(db));
 }
 
+#[test]
+fn racing_processes_never_hold_one_slot_twice_on_mysql() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(db) = mysqldb::fresh("race") else {
+        return;
+    };
+    let m = Command::new(common::bin())
+        .args(["store", "migrate", "--store", &db.url])
+        .output()
+        .expect("migrate");
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    race(Store::Mysql(db));
+}
+
+#[test]
+fn racing_processes_never_hold_one_slot_twice_on_redis() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = redisdb::fresh("race") else {
+        return;
+    };
+    race(Store::Redis(r));
+}
+
 fn race(store: Store) {
     let url = store.url();
     // Fewer slots at once on PostgreSQL: every process holds a connection.
-    let per_chunk = if matches!(store, Store::Pg(_)) { 6 } else { 10 };
+    let per_chunk = if matches!(store, Store::Pg(_) | Store::Mysql(_)) {
+        6
+    } else {
+        10
+    };
     let ci = std::env::var("CI").as_deref() == Ok("true");
     let slots = env_n("BATCHGUARD_RACE_SLOTS", if ci { 200 } else { 30 });
     let procs = env_n("BATCHGUARD_RACE_PROCS", 8).max(8);
@@ -144,6 +204,13 @@ fn race(store: Store) {
                         .current_dir(d)
                         .args(["run", "--manifest", "m.batchguard.yaml", "--job", "r"])
                         .args(["--store", &url])
+                        .args(
+                            store
+                                .ledger_apart()
+                                .map(|l| ["--ledger", l])
+                                .into_iter()
+                                .flatten(),
+                        )
                         .args([
                             "--scheduled-at",
                             &slot_of(i),
@@ -244,7 +311,9 @@ fn race(store: Store) {
         .to_string();
     let audit = Command::new(&bin)
         .current_dir(d)
-        .args(["audit", "--ledger", &url, "--manifest", "m.batchguard.yaml"])
+        .arg("audit")
+        .args(store.audit_args())
+        .args(["--manifest", "m.batchguard.yaml"])
         .args(["--from", &base.to_string(), "--to", &to, "--format", "json"])
         .output()
         .unwrap();
@@ -283,6 +352,34 @@ fn rows(
                     r[1].clone().unwrap(),
                     r[2].clone(),
                     r[3].as_deref().and_then(|f| f.parse().ok()),
+                )
+            })
+            .collect(),
+        Store::Mysql(db) => db
+            .rows(
+                "SELECT scheduled_at, event, status, CAST(fence AS CHAR) FROM batchguard_events ORDER BY id",
+            )
+            .into_iter()
+            .map(|r| {
+                let s: jiff::Timestamp = r[0].as_deref().unwrap().parse().unwrap();
+                (
+                    s.to_string(),
+                    r[1].clone().unwrap(),
+                    r[2].clone(),
+                    r[3].as_deref().and_then(|f| f.parse().ok()),
+                )
+            })
+            .collect(),
+        Store::Redis(_) => std::fs::read_to_string(dir.join(REDIS_LEDGER))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| {
+                (
+                    v["scheduled_at"].as_str().unwrap_or_default().to_owned(),
+                    v["event"].as_str().unwrap_or_default().to_owned(),
+                    v["status"].as_str().map(str::to_owned),
+                    v["fence"].as_i64(),
                 )
             })
             .collect(),

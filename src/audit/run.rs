@@ -119,7 +119,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     let outputs = match &o.outputs {
         Some(s) => Some(Source::parse_as(s, o.ledger_format).map_err(|e| CannotRun(e.0))?),
         None => match &ledger {
-            Source::Sqlite(_) | Source::Postgres { .. } => {
+            Source::Sqlite(_) | Source::Postgres { .. } | Source::Mysql { .. } => {
                 if read::has_outputs_table(&ledger).map_err(|e| CannotRun(e.0))? == Some(false) {
                     outputs_absent = Some(format!(
                         "{} has no outputs table: applied outputs cannot be checked (give --outputs SOURCE)",

@@ -16,6 +16,10 @@ pub(super) fn run(args: StoreArgs) -> Result<Outcome, Error> {
     let mut st = store::open_with(url, matches!(args.action, StoreAction::Migrate))
         .map_err(|e| failed("store", e))?;
     match args.action {
+        StoreAction::Migrate if store::is_redis(url) => print(&format!(
+            "{}: answers; a Redis store has no tables (its keys are written as it runs)\n",
+            db::mask(url)
+        )),
         StoreAction::Migrate => {
             // The drill records' table lives beside the ledger tables (SPEC 5.3).
             store::drills::migrate(url)

@@ -119,10 +119,14 @@ fn shell_quote(a: &str) -> String {
 
 fn unreachable(opts: &Options, slot: Option<Timestamp>, e: &store::StoreError) -> u8 {
     let shown = slot.map_or_else(|| "the current slot".to_owned(), store::rfc3339);
+    let (what, why) = match e.refusal() {
+        Some(why) => ("refused the lease", why),
+        None => ("is unreachable", e.0.as_str()),
+    };
     eprintln!(
-        "batchguard run: the store is unreachable, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
+        "batchguard run: the store {what}, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
         opts.job,
-        crate::db::scrub(&opts.store, e.0.clone()),
+        crate::db::scrub(&opts.store, why.to_owned()),
         replay_line(opts, slot)
     );
     CANNOT_RUN

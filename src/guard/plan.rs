@@ -178,8 +178,14 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
         && !store::ledger::is_writable_source(l)
     {
         return Err(format!(
-            "--ledger {} is not a ledger `run` can write: give sqlite:PATH, postgres://… or a path.jsonl / path.ndjson file (outputs go beside it, to path.outputs.jsonl)",
+            "--ledger {} is not a ledger `run` can write: give sqlite:PATH, postgres://…, mysql://… or a path.jsonl / path.ndjson file (outputs go beside it, to path.outputs.jsonl)",
             crate::db::mask(l)
+        ));
+    }
+    if store::is_redis(&opts.store) && opts.ledger.as_ref().is_none_or(|l| l == &opts.store) {
+        return Err(format!(
+            "--store {} is Redis, which keeps no ledger: give --ledger SOURCE (sqlite:PATH, postgres://…, mysql://… or a path.jsonl file) so `audit` can read what ran",
+            crate::db::mask(&opts.store)
         ));
     }
     let retry = job.retry.value().cloned().unwrap_or_default();

@@ -201,7 +201,7 @@ impl DrillSource {
             Source::Jsonl(p) => Ok(DrillSource::Jsonl(p)),
             Source::Sqlite(p) => Ok(DrillSource::Sqlite(p)),
             Source::Postgres { url, .. } => Ok(DrillSource::Postgres(url)),
-            Source::Csv(_) => Err(format!(
+            Source::Csv(_) | Source::Mysql { .. } => Err(format!(
                 "`{}` is not a drill record source: use path.jsonl, path.ndjson, sqlite:PATH or postgres://…",
                 db::mask(t)
             )),
@@ -214,7 +214,8 @@ impl DrillSource {
         match src {
             Source::Sqlite(p) => Some(DrillSource::Sqlite(p.clone())),
             Source::Postgres { url, .. } => Some(DrillSource::Postgres(url.clone())),
-            Source::Csv(_) | Source::Jsonl(_) => None,
+            // Drill records are not kept in MySQL (yet): `--drills` names them there.
+            Source::Csv(_) | Source::Jsonl(_) | Source::Mysql { .. } => None,
         }
     }
 

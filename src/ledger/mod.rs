@@ -251,6 +251,7 @@ pub mod drills;
 pub mod format;
 pub mod input;
 pub mod jsonl;
+pub mod mysql;
 pub mod read;
 pub mod sql;
 pub mod time;

@@ -30,6 +30,12 @@ pub enum Source {
         events_table: String,
         outputs_table: String,
     },
+    /// `mysql://…`, the same as [`Source::Postgres`] (tables optionally `db.table`).
+    Mysql {
+        url: String,
+        events_table: String,
+        outputs_table: String,
+    },
 }
 
 /// The format of a file ledger whose name does not tell it (`--ledger-format`).
@@ -71,6 +77,20 @@ impl Source {
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
             return parse_postgres(s);
         }
+        if s.starts_with("mysql://") {
+            return match parse_postgres(s)? {
+                Source::Postgres {
+                    url,
+                    events_table,
+                    outputs_table,
+                } => Ok(Source::Mysql {
+                    url,
+                    events_table,
+                    outputs_table,
+                }),
+                other => Ok(other),
+            };
+        }
         let lower = super::input::format_name(s);
         if lower.ends_with(".csv") {
             Ok(Source::Csv(PathBuf::from(s)))
@@ -88,7 +108,7 @@ impl Source {
         } else {
             Err(SourceError(format!(
                 "cannot tell the format of ledger source `{}`: use path.csv, path.jsonl, \
-                 path.ndjson (also .gz, .zst), sqlite:PATH or postgres://…, or give \
+                 path.ndjson (also .gz, .zst), sqlite:PATH, postgres://… or mysql://…, or give \
                  --ledger-format csv|jsonl",
                 mask_dsn(s)
             )))
@@ -101,6 +121,11 @@ impl Source {
             Source::Csv(p) | Source::Jsonl(p) => super::input::display(p),
             Source::Sqlite(p) => format!("sqlite:{}", p.display()),
             Source::Postgres {
+                url,
+                events_table,
+                outputs_table,
+            }
+            | Source::Mysql {
                 url,
                 events_table,
                 outputs_table,
@@ -268,6 +293,9 @@ pub fn has_outputs_table(src: &Source) -> Result<Option<bool>, SourceError> {
         Source::Postgres {
             url, outputs_table, ..
         } => super::sql::postgres_has_table(url, outputs_table).map(Some),
+        Source::Mysql {
+            url, outputs_table, ..
+        } => super::mysql::has_table(url, outputs_table).map(Some),
         _ => Ok(None),
     }
 }
@@ -293,6 +321,18 @@ fn read_any<R: LedgerRow>(
                 outputs_table
             };
             super::sql::read_postgres::<R>(url, table, opts, on_row, on_error)
+        }
+        Source::Mysql {
+            url,
+            events_table,
+            outputs_table,
+        } => {
+            let table = if R::IS_EVENT {
+                events_table
+            } else {
+                outputs_table
+            };
+            super::mysql::read::<R>(url, table, opts, on_row, on_error)
         }
     }
 }

@@ -56,7 +56,7 @@ async fn connect(
 
 /// Builds `SELECT` expressions for the row kind's columns from the table's (name, type)
 /// list; `None` for absent columns.
-fn select_list<R: LedgerRow>(
+pub(super) fn select_list<R: LedgerRow>(
     table_columns: &[(String, String)],
     expr: impl Fn(&str, &str) -> String,
 ) -> ([Option<usize>; MAX_COLUMNS], String) {
@@ -78,7 +78,7 @@ fn select_list<R: LedgerRow>(
 }
 
 /// Reads one streamed row: all selected values are text or NULL.
-fn row_fields<'r, R: LedgerRow, DB: sqlx::Database>(
+pub(super) fn row_fields<'r, R: LedgerRow, DB: sqlx::Database>(
     row: &'r DB::Row,
     index: &[Option<usize>; MAX_COLUMNS],
     values: &mut [Option<String>; MAX_COLUMNS],
@@ -98,7 +98,7 @@ where
     Ok(())
 }
 
-fn deliver<R: LedgerRow>(
+pub(super) fn deliver<R: LedgerRow>(
     values: &[Option<String>; MAX_COLUMNS],
     opts: &ReadOptions,
     label: &str,
@@ -228,7 +228,7 @@ pub(crate) fn postgres_has_table(url: &str, table: &str) -> Result<bool, SourceE
 
 /// A driver message without the driver's internals: sqlx's "error returned from
 /// database: " prefix and the server source position (" at line 948") are noise to a user.
-fn plain(m: String) -> String {
+pub(super) fn plain(m: String) -> String {
     let m = m
         .strip_prefix("error returned from database: ")
         .map(str::to_owned)

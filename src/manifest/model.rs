@@ -216,7 +216,7 @@ impl JsonSchema for Dialect {
 }
 word_enum! {
     /// Where the lock lives.
-    LockStore { Postgres = "postgres", Sqlite = "sqlite", Redis = "redis", Other = "other" }
+    LockStore { Postgres = "postgres", Sqlite = "sqlite", Redis = "redis", Mysql = "mysql", Other = "other" }
 }
 word_enum! {
     /// How the data layer refuses to apply the same input twice.
@@ -401,7 +401,7 @@ section! {
         key: Template,
         /// How long a lock lives before it expires: 2-3x expected_duration.
         ttl: Duration,
-        /// postgres | sqlite | redis | other
+        /// postgres | sqlite | redis | mysql | other
         store: LockStore,
         /// A recorded decision to run without a lock (needs `reason`).
         disabled: bool,

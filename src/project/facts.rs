@@ -65,6 +65,12 @@ pub fn manifest_facts(
                 instances: instances.map_or(1, |n| n.value.max(1)),
                 instances_span: instances.map(|n| n.span),
                 locked: lock.is_some_and(|l| !l.value.is_disabled()),
+                one_host_lock: lock.is_some_and(|l| {
+                    !l.value.is_disabled()
+                        && l.value.store.value() == Some(&crate::manifest::model::LockStore::Sqlite)
+                }),
+                kubernetes: deployment.platform
+                    == Some(crate::manifest::model::Platform::Kubernetes),
                 lock_span: lock.map(|l| l.span),
                 depends_on,
                 expected_secs: job.expected_duration.value().map(|d| d.secs()),

@@ -56,6 +56,11 @@ pub struct ManifestJob {
     pub instances_span: Option<Span>,
     /// A lock is declared and not disabled.
     pub locked: bool,
+    /// The lock lives in a store of one host (`lock.store: sqlite`): it does not guard
+    /// instances on other hosts.
+    pub one_host_lock: bool,
+    /// The job runs on Kubernetes: its instances are pods, on any node.
+    pub kubernetes: bool,
     pub lock_span: Option<Span>,
     pub depends_on: Vec<Spanned<String>>,
     pub expected_secs: Option<u64>,

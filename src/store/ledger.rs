@@ -47,11 +47,12 @@ pub fn is_writable_source(src: &str) -> bool {
     src.starts_with("sqlite:")
         || src.starts_with("postgres://")
         || src.starts_with("postgresql://")
+        || src.starts_with("mysql://")
         || super::jsonl::is_jsonl_path(src)
 }
 
 /// Opens a ledger apart from the store. A SQLite file gets the ledger tables only (not the
-/// store's); a PostgreSQL database needs them from `batchguard store migrate`.
+/// store's); a PostgreSQL or MySQL database needs them from `batchguard store migrate`.
 pub fn open(src: &str) -> Result<Box<dyn Ledger>, StoreError> {
     if let Some(path) = src.strip_prefix("sqlite:") {
         let path = path.strip_prefix("//").unwrap_or(path);
@@ -67,13 +68,16 @@ pub fn open(src: &str) -> Result<Box<dyn Ledger>, StoreError> {
     if src.starts_with("postgres://") || src.starts_with("postgresql://") {
         return Ok(Box::new(super::postgres::PgStore::open(src)?));
     }
+    if src.starts_with("mysql://") {
+        return Ok(Box::new(super::mysql::MysqlStore::open(src)?));
+    }
     if super::jsonl::is_jsonl_path(src) {
         return Ok(Box::new(super::jsonl::JsonlLedger::new(
             std::path::Path::new(src),
         )));
     }
     Err(StoreError(format!(
-        "`{}` is not a ledger `run` can write: sqlite:PATH, postgres://… or a path.jsonl / path.ndjson file",
+        "`{}` is not a ledger `run` can write: sqlite:PATH, postgres://…, mysql://… or a path.jsonl / path.ndjson file",
         crate::db::mask(src)
     )))
 }

@@ -1,7 +1,8 @@
 //! The lock store of `batchguard run` (SPEC 7.2): leases, the fencing counter, the per-slot
 //! attempt count and, in the same database, the ledger tables `audit` reads.
 //!
-//! A store is opened from its URL (`sqlite:PATH`, `postgres://…`). Every operation that
+//! A store is opened from its URL (`sqlite:PATH`, `postgres://…`, `mysql://…`,
+//! `redis://…`). Every operation that
 //! must be atomic is one transaction: the acquire (conditional upsert of the lease, a new
 //! fence, the attempt, the `start` event) and the finish (`end`, outputs, dead letter,
 //! release). Times that decide a lease come from the store's clock.
@@ -9,7 +10,9 @@
 pub mod drills;
 pub mod jsonl;
 pub mod ledger;
+pub mod mysql;
 pub mod postgres;
+pub mod redis;
 pub mod spool;
 pub mod sqlite;
 
@@ -24,6 +27,23 @@ pub const DEFAULT_URL: &str = "sqlite:.batchguard/store.db";
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct StoreError(pub String);
+
+/// How a [`StoreError::refused`] message starts.
+const REFUSED: &str = "refused: ";
+
+impl StoreError {
+    /// The store answered, but its state cannot be trusted to lease (a fencing counter
+    /// that went back, a slot older than its markers): `run` says so rather than
+    /// "unreachable".
+    pub fn refused(message: String) -> StoreError {
+        StoreError(format!("{REFUSED}{message}"))
+    }
+
+    /// The message of a [`StoreError::refused`], or `None` for any other error.
+    pub fn refusal(&self) -> Option<&str> {
+        self.0.strip_prefix(REFUSED)
+    }
+}
 
 /// One ledger event as `run` writes it (SPEC 5.1, with `fence` and `detail`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -249,10 +269,22 @@ pub fn open_with(url: &str, migrate: bool) -> Result<Box<dyn Store>, StoreError>
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return Ok(Box::new(postgres::PgStore::open_with(url, migrate)?));
     }
+    if is_redis(url) {
+        // Redis has no tables: `migrate` only proves it answers.
+        return Ok(Box::new(redis::RedisStore::open(url)?));
+    }
+    if url.starts_with("mysql://") {
+        return Ok(Box::new(mysql::MysqlStore::open_with(url, migrate)?));
+    }
     Err(StoreError(format!(
-        "`{}` is not a store URL this batchguard supports (sqlite:PATH or postgres://…)",
+        "`{}` is not a store URL this batchguard supports (sqlite:PATH, postgres://…, mysql://…, redis://… or rediss://…)",
         crate::db::mask(url)
     )))
+}
+
+/// `redis://…` or `rediss://…`: a store that keeps no ledger of its own.
+pub fn is_redis(url: &str) -> bool {
+    url.starts_with("redis://") || url.starts_with("rediss://")
 }
 
 /// Microseconds since the epoch (the lease columns' unit).

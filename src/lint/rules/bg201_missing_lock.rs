@@ -16,6 +16,10 @@ declare_rule! {
     /// the same tick. The lock, keyed by job and slot, makes one of them the executor and
     /// the other one log a skip.
     ///
+    /// The lock must live where every instance reaches it: `store: sqlite` serves the
+    /// processes of one host; Kubernetes pods run on any node, so for a Kubernetes job the
+    /// help names the shared stores (`postgres`, `mysql`, `redis`).
+    ///
     /// ## Example
     /// ```yaml
     /// - name: settle-payments
@@ -54,12 +58,19 @@ impl Rule for MissingLock {
             .value()
             .filter(|d| d.secs() > 0)
             .map(|d| crate::manifest::duration::Duration(d.secs() * 5 / 2));
+        let pods = cx.manifest.deployment_of(cx.job).platform
+            == Some(crate::manifest::model::Platform::Kubernetes);
+        let store = if pods {
+            " in a store every pod reaches (`store: postgres`, `mysql` or `redis`)"
+        } else {
+            ""
+        };
         let help = match ttl {
             Some(ttl) => format!(
-                "add `lock:` with `key: \"{{job}}:{{scheduled_at}}\"` and `ttl: {ttl}` (2-3x expected_duration), or `lock: {{disabled: true, reason: \"...\"}}` if running twice is harmless"
+                "add `lock:` with `key: \"{{job}}:{{scheduled_at}}\"` and `ttl: {ttl}` (2-3x expected_duration){store}, or `lock: {{disabled: true, reason: \"...\"}}` if running twice is harmless"
             ),
             None => format!(
-                "{}, or `lock: {{disabled: true, reason: \"...\"}}` if running twice is harmless",
+                "{}{store}, or `lock: {{disabled: true, reason: \"...\"}}` if running twice is harmless",
                 Self::META.help
             ),
         };
@@ -91,5 +102,18 @@ mod tests {
         // Invalid lock value: BG004's business, not BG201's.
         let invalid = format!("{JOB}    lock: nope\n");
         assert!(findings(&invalid, "BG201").is_empty());
+        // Pods on any node: the help names the stores they all reach.
+        let pods = JOB.replace(
+            "service: s\n",
+            "service: s\ndeployment: {platform: kubernetes}\n",
+        );
+        let f = findings(&pods, "BG201");
+        assert!(
+            f[0].help
+                .contains("in a store every pod reaches (`store: postgres`, `mysql` or `redis`)"),
+            "{}",
+            f[0].help
+        );
+        assert!(!findings(JOB, "BG201")[0].help.contains("store"));
     }
 }

@@ -17,6 +17,11 @@ declare_rule! {
     /// still applies), or, for a job with no manifest, when every registration runs under
     /// `batchguard run` or `flock`. PM2 cluster mode is BG606 instead.
     ///
+    /// Every store guards the processes that reach it: `postgres`, `mysql` and `redis`
+    /// are shared by every host, while `sqlite` is a file on one host. A Kubernetes job
+    /// (its platform, or a CronJob registration) whose instances are pods on any node and
+    /// whose lock is `store: sqlite` is reported too: each pod has its own file.
+    ///
     /// ## Why it matters
     /// The source article's first criterion: under PM2 or Kubernetes the same cron must not
     /// run on several instances at once. Each instance's scheduler fires the same tick, and
@@ -74,7 +79,21 @@ impl Rule for UnguardedConcurrency {
                 let reg = &cx.project.regs[r];
                 reg.kind == SourceKind::Pm2 && reg.cluster && reg.instances > 1
             });
-            if locked || pm2_cluster {
+            if pm2_cluster {
+                continue;
+            }
+            // A lock in one host's file does not guard pods on other nodes.
+            let one_host = locked
+                && !jobs.is_empty()
+                && jobs
+                    .iter()
+                    .filter(|&&j| cx.project.jobs[j].locked)
+                    .all(|&j| cx.project.jobs[j].one_host_lock)
+                && (jobs.iter().any(|&j| cx.project.jobs[j].kubernetes)
+                    || regs
+                        .iter()
+                        .any(|&r| cx.project.regs[r].kind == SourceKind::Kubernetes));
+            if locked && !one_host {
                 continue;
             }
             let mut parts = Vec::new();
@@ -120,10 +139,17 @@ impl Rule for UnguardedConcurrency {
                 Some(s) => format!("job `{s}/{job}`"),
                 None => job.clone(),
             };
-            let lock_note = if jobs.is_empty() {
+            let lock_note = if one_host {
+                "its lock is `store: sqlite`, a file on one host that pods on other nodes do not share"
+            } else if jobs.is_empty() {
                 "not every registration runs under `batchguard run` or `flock`"
             } else {
                 "its manifest declares no lock (or disables it)"
+            };
+            let help = if one_host {
+                "use a store every instance reaches: `lock.store: postgres`, `mysql` or `redis`, and `batchguard run --store URL`".to_owned()
+            } else {
+                Self::META.help.to_owned()
             };
             out.emit(
                 at,
@@ -134,7 +160,7 @@ impl Rule for UnguardedConcurrency {
                     g.instances,
                     parts.join(" + ")
                 ),
-                Self::META.help.to_owned(),
+                help,
                 Vec::new(),
             );
         }

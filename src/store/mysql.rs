@@ -1,0 +1,745 @@
+//! The MySQL / MariaDB store and ledger (`mysql://user:pass@host:port/db`): several hosts
+//! share one database (SPEC 7.2).
+//!
+//! Round trips are the budget, as for PostgreSQL: every operation is ONE `COM_QUERY` packet
+//! holding a multi-statement transaction (the server runs the statements in order and
+//! answers them in one flight), sent with the text protocol — sqlx's prepared statements
+//! cost a `COM_STMT_PREPARE` round trip per new statement in every fresh process. Values
+//! are written in as hex literals (`_utf8mb4 X'…'`), which mean the same whatever the
+//! server's `sql_mode` (`NO_BACKSLASH_ESCAPES`, `ANSI_QUOTES`) says. The session set-up
+//! sqlx sends after connecting (`SET sql_mode…, time_zone…, NAMES…`) is switched off: the
+//! handshake already chooses utf8mb4, and every time here is `UTC_TIMESTAMP(6)`.
+//!
+//! The acquire locks the fence counter's one row first (`SELECT … FOR UPDATE`), then the
+//! slot row and the lease row: acquires are serialised, so the gap locks InnoDB takes for a
+//! slot or key that has no row yet never meet another acquire's insert (no deadlock among
+//! fifty contenders on a new slot), and the time it reads is taken after it waited.
+//! Finishes lock the slot row, then the lease row: the same order.
+//!
+//! Ledger times are RFC 3339 text (see `schemas/ledger.mysql.sql`), written with six
+//! fractional digits so text order is time order.
+
+use super::ledger::{Batch, Ledger};
+use super::{
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
+    Refusal, SlotRow, SlotState, Store, StoreError,
+};
+use jiff::Timestamp;
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
+use sqlx::{AssertSqlSafe, ConnectOptions, Row};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// The DDL `store migrate` runs: the ledger tables and the store's own.
+pub const DDL: [&str; 2] = [
+    include_str!("../../schemas/ledger.mysql.sql"),
+    include_str!("../../schemas/store.mysql.sql"),
+];
+
+/// How long one operation may take before the store counts as unreachable.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest rendered `lock.key` the lease table holds.
+pub const MAX_KEY_CHARS: usize = 512;
+
+/// Largest packet built for one round trip; a finish with more outputs is split into
+/// several (one transaction still), below the servers' default `max_allowed_packet`.
+const MAX_PACKET: usize = 4 << 20;
+
+/// ER_LOCK_DEADLOCK: InnoDB rolled the transaction back; it is sent again.
+const DEADLOCK: &str = "1213";
+
+pub struct MysqlStore {
+    rt: tokio::runtime::Runtime,
+    conn: MySqlConnection,
+    shown: String,
+    /// The database's clock at the last answer, and when (monotonic) it arrived.
+    clock: Option<(Timestamp, Instant)>,
+}
+
+/// A text value as a literal that no `sql_mode` reads differently. NUL, which the other
+/// stores cannot keep, becomes U+FFFD here too, so one ledger reads the same everywhere.
+pub fn lit(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 2 + 12);
+    out.push_str("_utf8mb4 X'");
+    let mut buf = [0u8; 4];
+    for c in s.chars() {
+        let c = if c == '\0' { '\u{fffd}' } else { c };
+        for b in c.encode_utf8(&mut buf).bytes() {
+            out.push_str(&format!("{b:02X}"));
+        }
+    }
+    out.push('\'');
+    out
+}
+
+fn lit_opt(s: Option<&str>) -> String {
+    s.map_or_else(|| "NULL".to_owned(), lit)
+}
+
+fn int_opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "NULL".to_owned(), |v| v.to_string())
+}
+
+/// A ledger time: RFC 3339 UTC with six fractional digits.
+pub fn text_time(t: Timestamp) -> String {
+    let t = Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t);
+    t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
+}
+
+fn ts(t: Timestamp) -> String {
+    lit(&text_time(t))
+}
+
+/// The database's clock as epoch microseconds.
+const NOW_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+
+/// Epoch microseconds (an expression) as the ledger's text time.
+fn text_of_us(expr: &str) -> String {
+    format!(
+        "DATE_FORMAT(TIMESTAMPADD(MICROSECOND, {expr}, '1970-01-01 00:00:00.000000'), '%Y-%m-%dT%H:%i:%s.%fZ')"
+    )
+}
+
+const EVENT_COLUMNS: &str = "run_id, job, scheduled_at, event, at, instance, attempt, status, \
+    error_code, snapshot_digest, `trigger`, fence, detail";
+
+fn event_values(ev: &EventRow) -> String {
+    format!(
+        "{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}",
+        lit(&ev.run_id),
+        lit(&ev.job),
+        ts(ev.scheduled_at),
+        lit(&ev.event),
+        ts(ev.at),
+        lit_opt(ev.instance.as_deref()),
+        int_opt(ev.attempt),
+        lit_opt(ev.status.as_deref()),
+        lit_opt(ev.error_code.as_deref()),
+        lit_opt(ev.snapshot_digest.as_deref()),
+        lit(&ev.trigger),
+        int_opt(ev.fence),
+        lit_opt(ev.detail.as_deref().map(super::clip_detail).as_deref()),
+    )
+}
+
+/// The acquire: one multi-statement transaction (see the module's doc for its locks). It
+/// answers with one row: taken, exhausted, fence, attempt, the holder's columns, the slot's
+/// state, last run and attempts, and the database's clock.
+fn acquire_sql(req: &AcquireRequest) -> String {
+    let (k, j, s, r, h) = (
+        lit(&req.key),
+        lit(&req.job),
+        ts(req.scheduled_at),
+        lit(&req.run_id),
+        lit(&req.holder),
+    );
+    let manual = if req.manual { "TRUE" } else { "FALSE" };
+    let ttl_us = req
+        .ttl_secs
+        .min(100 * 365 * 86_400)
+        .saturating_mul(1_000_000);
+    let max = req
+        .max_attempts
+        .map_or_else(|| "NULL".to_owned(), |m| m.min(i64::MAX as u64).to_string());
+    let st = &req.start;
+    let inst = lit_opt(st.instance.as_deref());
+    let trig = lit(&st.trigger);
+    let ledger = if req.ledger { "TRUE" } else { "FALSE" };
+    let at = text_of_us("@bg_now");
+    format!(
+        "SET @bg_used = NULL, @bg_sstate = NULL, @bg_srun = NULL, @bg_lh = NULL, @bg_lr = NULL, \
+  @bg_lf = NULL, @bg_lu = NULL, @bg_ls = NULL, @bg_f0 = NULL;
+START TRANSACTION;
+SELECT value INTO @bg_f0 FROM batchguard_fence WHERE id = 1 FOR UPDATE;
+SET @bg_now = {NOW_US};
+SELECT attempts, state, run_id INTO @bg_used, @bg_sstate, @bg_srun FROM batchguard_slots
+  WHERE job = {j} AND scheduled_at = {s} FOR UPDATE;
+SELECT holder, run_id, fence, lease_until, state INTO @bg_lh, @bg_lr, @bg_lf, @bg_lu, @bg_ls
+  FROM batchguard_leases WHERE `key` = {k} FOR UPDATE;
+SET @bg_open = NOT (COALESCE(@bg_sstate, '') = 'succeeded' OR (COALESCE(@bg_sstate, '') = 'dead_lettered' AND NOT {manual}));
+SET @bg_free = @bg_open AND (@bg_lu IS NULL OR @bg_lu <= @bg_now OR @bg_ls <> 'held');
+SET @bg_exhausted = @bg_free AND {max} IS NOT NULL AND NOT {manual} AND COALESCE(@bg_used, 0) >= {max};
+SET @bg_take = @bg_free AND NOT @bg_exhausted;
+SET @bg_fence = IF(@bg_take, @bg_f0 + 1, NULL);
+SET @bg_attempt = IF(@bg_take, COALESCE(@bg_used, 0) + 1, NULL);
+UPDATE batchguard_fence SET value = @bg_fence WHERE id = 1 AND @bg_take;
+UPDATE batchguard_leases SET job = {j}, scheduled_at = {s}, holder = {h}, run_id = {r}, fence = @bg_fence,
+  acquired_at = @bg_now, lease_until = @bg_now + {ttl_us}, state = 'held'
+  WHERE `key` = {k} AND @bg_take;
+INSERT INTO batchguard_leases (`key`, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state)
+  SELECT {k}, {j}, {s}, {h}, {r}, @bg_fence, @bg_now, @bg_now + {ttl_us}, 'held' FROM DUAL
+  WHERE @bg_take AND @bg_lu IS NULL;
+UPDATE batchguard_slots SET attempts = attempts + 1, state = 'running', run_id = {r}
+  WHERE job = {j} AND scheduled_at = {s} AND @bg_take;
+INSERT INTO batchguard_slots (job, scheduled_at, attempts, state, run_id)
+  SELECT {j}, {s}, 1, 'running', {r} FROM DUAL WHERE @bg_take AND @bg_used IS NULL;
+UPDATE batchguard_slots SET state = 'dead_lettered'
+  WHERE job = {j} AND scheduled_at = {s} AND @bg_exhausted;
+INSERT INTO batchguard_events ({EVENT_COLUMNS})
+  SELECT {r}, {j}, {s}, 'start', {at}, {inst}, @bg_attempt, {status}, {code}, {digest}, {trig}, @bg_fence, {detail}
+  FROM DUAL WHERE @bg_take AND {ledger};
+INSERT INTO batchguard_events ({EVENT_COLUMNS})
+  SELECT {r}, {j}, {s}, 'dead_letter', {at}, {inst}, NULLIF(COALESCE(@bg_used, 0), 0), NULL, 'ATTEMPTS_EXHAUSTED', NULL, {trig}, NULL,
+    CONCAT('all ', COALESCE(@bg_used, 0), ' attempts were used; the last one never reported an end')
+  FROM DUAL WHERE @bg_exhausted AND {ledger};
+COMMIT;
+SELECT CAST(@bg_take AS CHAR), CAST(@bg_exhausted AS CHAR), CAST(@bg_fence AS CHAR), CAST(@bg_attempt AS CHAR),
+  CAST(@bg_lh AS CHAR), CAST(@bg_lr AS CHAR), CAST(@bg_lf AS CHAR), CAST(@bg_lu AS CHAR),
+  CAST(@bg_sstate AS CHAR), CAST(@bg_srun AS CHAR), CAST(@bg_used AS CHAR), CAST(@bg_now AS CHAR)",
+        status = lit_opt(st.status.as_deref()),
+        code = lit_opt(st.error_code.as_deref()),
+        digest = lit_opt(st.snapshot_digest.as_deref()),
+        detail = lit_opt(st.detail.as_deref().map(super::clip_detail).as_deref()),
+    )
+}
+
+/// `INSERT … SELECT` statements of outputs (a thousand rows each), each guarded by `@bg_done`.
+fn outputs_inserts(j: &str, s: &str, r: &str, outputs: &[OutputRow]) -> Vec<String> {
+    outputs
+        .chunks(1000)
+        .map(|chunk| {
+            let rows: Vec<String> = chunk
+                .iter()
+                .map(|o| format!("SELECT {} AS k, {} AS a", lit(&o.key), ts(o.at)))
+                .collect();
+            format!(
+                "INSERT INTO batchguard_outputs (job, scheduled_at, run_id, output_key, at)
+  SELECT {j}, {s}, {r}, v.k, v.a FROM ({}) AS v WHERE NOT @bg_done",
+                rows.join(" UNION ALL ")
+            )
+        })
+        .collect()
+}
+
+/// The statements of a ledger write: events and outputs of one run, skipped (`@bg_done`)
+/// when the batch has an `end` and that run's `end` is already written.
+fn ledger_statements(
+    job: &str,
+    scheduled_at: Timestamp,
+    run_id: &str,
+    events: &[&EventRow],
+    outputs: &[OutputRow],
+    once: bool,
+) -> Vec<String> {
+    let (j, s, r) = (lit(job), ts(scheduled_at), lit(run_id));
+    let mut out = vec![if once {
+        format!(
+            "SET @bg_done = EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end')"
+        )
+    } else {
+        "SET @bg_done = FALSE".to_owned()
+    }];
+    for ev in events {
+        out.push(format!(
+            "INSERT INTO batchguard_events ({EVENT_COLUMNS}) SELECT {} FROM DUAL WHERE NOT @bg_done",
+            event_values(ev)
+        ));
+    }
+    out.extend(outputs_inserts(&j, &s, &r, outputs));
+    out
+}
+
+/// The finish: the ledger writes (when the store is the ledger), the slot's state and the
+/// release, in one transaction, once per run id.
+fn finish_statements(fin: &Finish) -> Vec<String> {
+    let state = if fin.dead_letter.is_some() {
+        SlotState::DeadLettered
+    } else {
+        fin.state
+    };
+    let mut stmts = vec!["START TRANSACTION".to_owned()];
+    if fin.ledger {
+        let mut events = vec![&fin.end];
+        events.extend(fin.dead_letter.as_ref());
+        stmts.extend(ledger_statements(
+            &fin.job,
+            fin.scheduled_at,
+            &fin.run_id,
+            &events,
+            &fin.outputs,
+            true,
+        ));
+    } else {
+        stmts.push("SET @bg_done = FALSE".to_owned());
+    }
+    let (j, s, r) = (lit(&fin.job), ts(fin.scheduled_at), lit(&fin.run_id));
+    stmts.push(format!(
+        "UPDATE batchguard_slots SET state = '{st}' WHERE job = {j} AND scheduled_at = {s} \
+         AND (run_id = {r} OR '{st}' = 'succeeded') AND NOT @bg_done",
+        st = state.as_str()
+    ));
+    stmts.push(format!(
+        "UPDATE batchguard_leases SET state = 'released', lease_until = LEAST(lease_until, {NOW_US}) \
+         WHERE `key` = {} AND fence = {} AND NOT @bg_done",
+        lit(&fin.key),
+        fin.fence
+    ));
+    stmts.push("COMMIT".to_owned());
+    stmts.push(format!("SELECT CAST({NOW_US} AS CHAR)"));
+    stmts
+}
+
+/// Statements joined into as few packets as fit [`MAX_PACKET`] (one, unless a run applied
+/// hundreds of thousands of outputs).
+fn packets(stmts: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for st in stmts {
+        if !cur.is_empty() && cur.len() + st.len() + 2 > MAX_PACKET {
+            out.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push_str(";\n");
+        }
+        cur.push_str(&st);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+type Rows = Vec<Vec<Option<String>>>;
+
+fn parse_us(v: Option<&str>) -> Option<Timestamp> {
+    v.and_then(|s| s.parse::<i64>().ok())
+        .and_then(|u| Timestamp::from_microsecond(u).ok())
+}
+
+fn secs_until(until_us: Option<&str>, now: Timestamp) -> i64 {
+    let until = until_us.and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+    ((until - now.as_microsecond()).max(0) + 999_999) / 1_000_000
+}
+
+/// Splits `DELIMITER`-free DDL into statements: `;` at a line's end ends one.
+fn ddl_statements(ddl: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in ddl.lines() {
+        let t = line.trim();
+        if t.starts_with("--") || t.is_empty() {
+            continue;
+        }
+        cur.push_str(line);
+        cur.push('\n');
+        if t.ends_with(';') {
+            out.push(cur.trim().trim_end_matches(';').to_owned());
+            cur.clear();
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_owned());
+    }
+    out
+}
+
+impl MysqlStore {
+    pub fn open(url: &str) -> Result<MysqlStore, StoreError> {
+        Self::open_with(url, false)
+    }
+
+    /// `migrate`: create the tables (idempotent) before anything else.
+    pub fn open_with(url: &str, migrate: bool) -> Result<MysqlStore, StoreError> {
+        let shown = crate::db::mask(url);
+        let rt = crate::db::runtime().map_err(StoreError)?;
+        let options = MySqlConnectOptions::from_str(url)
+            .map_err(|e| {
+                StoreError(format!(
+                    "{shown}: not a MySQL URL: {}",
+                    crate::db::scrub(url, e.to_string())
+                ))
+            })?
+            .pipes_as_concat(false)
+            .no_engine_substitution(false)
+            .timezone(None)
+            .set_names(false)
+            .disable_statement_logging();
+        let conn = rt.block_on(async {
+            match tokio::time::timeout(crate::db::CONNECT_TIMEOUT, options.connect()).await {
+                Ok(Ok(c)) => Ok(c),
+                Ok(Err(e)) => Err(StoreError(format!(
+                    "{shown}: cannot connect: {}",
+                    crate::db::scrub(url, e.to_string())
+                ))),
+                Err(_) => Err(StoreError(format!(
+                    "{shown}: cannot connect: no answer within {} s",
+                    crate::db::CONNECT_TIMEOUT.as_secs()
+                ))),
+            }
+        })?;
+        let mut st = MysqlStore {
+            rt,
+            conn,
+            shown,
+            clock: None,
+        };
+        if migrate {
+            st.migrate()?;
+        }
+        Ok(st)
+    }
+
+    /// The DDL, statement by statement (MySQL commits each DDL statement), under a named
+    /// lock so two migrates do not interleave.
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        const WHAT: &str = "cannot create the tables";
+        let got = self.query(
+            "SELECT CAST(GET_LOCK('batchguard_migrate', 60) AS CHAR)".into(),
+            WHAT,
+        )?;
+        if got
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .as_deref()
+            != Some("1")
+        {
+            return Err(StoreError(format!(
+                "{}: {WHAT}: another `store migrate` holds the lock",
+                self.shown
+            )));
+        }
+        let mut result = Ok(());
+        for ddl in DDL {
+            for stmt in ddl_statements(ddl) {
+                if let Err(e) = self.query(stmt, WHAT) {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let _ = self.query("DO RELEASE_LOCK('batchguard_migrate')".into(), WHAT);
+        result
+    }
+
+    /// One round trip: the statements of `sql` in one `COM_QUERY`. A deadlock (which
+    /// InnoDB resolves by rolling one transaction back) is sent again, twice at most; any
+    /// other failure rolls back what the packet left open. A missing table is named as an
+    /// unmigrated store.
+    fn query(&mut self, sql: String, what: &str) -> Result<Rows, StoreError> {
+        let mut tries = 0;
+        loop {
+            match self.query_once(&sql) {
+                Ok(rows) => return Ok(rows),
+                Err(Some(e)) => {
+                    let code = e
+                        .as_database_error()
+                        .and_then(|d| d.code())
+                        .map(|c| c.into_owned());
+                    let _ = self.query_once("ROLLBACK");
+                    if code.as_deref() == Some(DEADLOCK) && tries < 2 {
+                        tries += 1;
+                        continue;
+                    }
+                    let missing = code.as_deref() == Some("42S02")
+                        || e.as_database_error().is_some_and(|d| {
+                            d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                                .is_some_and(|m| m.number() == 1146)
+                        });
+                    let hint = if missing {
+                        format!(
+                            "; this database has no batchguard tables yet: create them with `batchguard store migrate --store '{}'`",
+                            self.shown
+                        )
+                    } else {
+                        String::new()
+                    };
+                    return Err(StoreError(format!("{}: {what}: {e}{hint}", self.shown)));
+                }
+                Err(None) => {
+                    return Err(StoreError(format!(
+                        "{}: {what}: no answer within {} s",
+                        self.shown,
+                        QUERY_TIMEOUT.as_secs()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// `Err(None)`: no answer in time.
+    fn query_once(&mut self, sql: &str) -> Result<Rows, Option<sqlx::Error>> {
+        let result = self.rt.block_on(async {
+            let q = sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).fetch_all(&mut self.conn);
+            tokio::time::timeout(QUERY_TIMEOUT, q).await
+        });
+        let rows = match result {
+            Ok(Ok(rows)) => rows,
+            Ok(Err(e)) => return Err(Some(e)),
+            Err(_) => return Err(None),
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut vals = Vec::with_capacity(row.len());
+            for i in 0..row.len() {
+                let v: Option<String> = row.try_get_unchecked(i).map_err(Some)?;
+                vals.push(v);
+            }
+            out.push(vals);
+        }
+        Ok(out)
+    }
+
+    /// Several packets (a finish with very many outputs): all but the last answer nothing.
+    fn query_all(&mut self, stmts: Vec<String>, what: &str) -> Result<Rows, StoreError> {
+        let mut rows = Vec::new();
+        for p in packets(stmts) {
+            rows = self.query(p, what)?;
+        }
+        Ok(rows)
+    }
+
+    /// Records the database's clock from the last column of an answer's last row.
+    fn tick(&mut self, rows: &Rows) -> Option<Timestamp> {
+        let t = parse_us(
+            rows.last()
+                .and_then(|r| r.last())
+                .and_then(|v| v.as_deref()),
+        )?;
+        self.clock = Some((t, Instant::now()));
+        Some(t)
+    }
+
+    fn unexpected(&self, what: &str) -> StoreError {
+        StoreError(format!("{}: {what}: unexpected answer", self.shown))
+    }
+}
+
+impl Store for MysqlStore {
+    fn now(&mut self) -> Result<Timestamp, StoreError> {
+        if let Some((t, at)) = self.clock {
+            let d = jiff::SignedDuration::try_from(at.elapsed()).unwrap_or_default();
+            return Ok(t.checked_add(d).unwrap_or(t));
+        }
+        let rows = self.query(
+            format!("SELECT CAST({NOW_US} AS CHAR)"),
+            "cannot read the clock",
+        )?;
+        self.tick(&rows)
+            .ok_or_else(|| self.unexpected("cannot read the clock"))
+    }
+
+    fn acquire(&mut self, req: &AcquireRequest) -> Result<AcquireResult, StoreError> {
+        const WHAT: &str = "cannot acquire the lease";
+        if req.key.chars().count() > MAX_KEY_CHARS {
+            return Err(StoreError::refused(format!(
+                "{}: the lock key is {} characters long; a MySQL store keeps keys of at most {MAX_KEY_CHARS}: shorten `lock.key`",
+                self.shown,
+                req.key.chars().count()
+            )));
+        }
+        let rows = self.query(acquire_sql(req), WHAT)?;
+        let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
+        let r = &rows[rows.len() - 1];
+        let get = |i: usize| r.get(i).cloned().flatten();
+        let num = |i: usize| get(i).and_then(|s| s.parse::<i64>().ok());
+        if get(0).as_deref() == Some("1") {
+            let (Some(fence), Some(attempt)) = (num(2), num(3)) else {
+                return Err(self.unexpected(WHAT));
+            };
+            return Ok(AcquireResult::Acquired(Acquired {
+                fence,
+                attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+                at: now,
+            }));
+        }
+        if get(1).as_deref() == Some("1") {
+            let attempts = num(10).and_then(|a| u32::try_from(a).ok()).unwrap_or(0);
+            return Ok(AcquireResult::Refused(Refusal::Exhausted { attempts }));
+        }
+        let refusal = match get(8).as_deref() {
+            Some("succeeded") => Refusal::Succeeded {
+                run_id: get(9).unwrap_or_default(),
+            },
+            Some("dead_lettered") if !req.manual => Refusal::DeadLettered,
+            _ => Refusal::Held {
+                holder: get(4).unwrap_or_default(),
+                run_id: get(5).unwrap_or_default(),
+                fence: num(6).unwrap_or(0),
+                ends_in_secs: secs_until(get(7).as_deref(), now),
+            },
+        };
+        Ok(AcquireResult::Refused(refusal))
+    }
+
+    fn finish(&mut self, fin: &Finish) -> Result<(), StoreError> {
+        let rows = self.query_all(finish_statements(fin), "cannot write the end of the run")?;
+        self.tick(&rows);
+        Ok(())
+    }
+
+    fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO batchguard_events ({EVENT_COLUMNS}) VALUES ({})",
+            event_values(ev)
+        );
+        self.query(sql, "cannot write an event").map(|_| ())
+    }
+
+    fn ingest_abandoned(&mut self, run: &Abandoned, keys: &[OutputRow]) -> Result<u64, StoreError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let (j, s, r) = (lit(&run.job), ts(run.scheduled_at), lit(&run.run_id));
+        let mut stmts = vec![
+            "START TRANSACTION".to_owned(),
+            format!("SET @bg_done = EXISTS (SELECT 1 FROM batchguard_outputs WHERE run_id = {r})"),
+        ];
+        stmts.extend(outputs_inserts(&j, &s, &r, keys));
+        stmts.push("COMMIT".to_owned());
+        stmts.push("SELECT CAST(@bg_done AS CHAR)".to_owned());
+        let rows = self.query_all(stmts, "cannot write the outputs of an abandoned run")?;
+        let done = rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .as_deref()
+            == Some("1");
+        Ok(if done { 0 } else { keys.len() as u64 })
+    }
+
+    fn abandoned(&mut self) -> Result<Vec<Abandoned>, StoreError> {
+        // The clock rides along (last column), so the slot needs no round trip of its own.
+        let sql = format!(
+            "SELECT s.run_id, s.job, s.scheduled_at, CAST({NOW_US} AS CHAR) FROM batchguard_events s
+WHERE s.event = 'start'
+  AND NOT EXISTS (SELECT 1 FROM batchguard_events e WHERE e.run_id = s.run_id AND e.event = 'end')
+  AND NOT EXISTS (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > {NOW_US})
+UNION ALL SELECT NULL, NULL, NULL, CAST({NOW_US} AS CHAR)"
+        );
+        let rows = self.query(sql, "cannot read the runs")?;
+        self.tick(&rows);
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(Abandoned {
+                    run_id: r.first()?.clone()?,
+                    job: r.get(1)?.clone()?,
+                    scheduled_at: r.get(2)?.as_deref()?.parse().ok()?,
+                })
+            })
+            .collect())
+    }
+
+    fn live(&mut self, run_id: &str) -> Result<bool, StoreError> {
+        let sql = format!(
+            "SELECT CAST(EXISTS (SELECT 1 FROM batchguard_leases WHERE run_id = {} AND state = 'held' AND lease_until > {NOW_US}) AS CHAR), CAST({NOW_US} AS CHAR)",
+            lit(run_id)
+        );
+        let rows = self.query(sql, "cannot read the leases")?;
+        self.tick(&rows);
+        Ok(rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .is_some_and(|v| v == "1"))
+    }
+
+    fn as_ledger(&mut self) -> &mut dyn Ledger {
+        self
+    }
+
+    fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
+        let filter = job.map_or_else(String::new, |j| format!(" AND job = {}", lit(j)));
+        let sql = format!(
+            "SELECT `key`, job, scheduled_at, holder, run_id, CAST(fence AS CHAR), CAST(lease_until AS CHAR), CAST({NOW_US} AS CHAR)
+FROM batchguard_leases WHERE state = 'held' AND lease_until > {NOW_US}{filter} ORDER BY `key`"
+        );
+        let rows = self.query(sql, "cannot read the leases")?;
+        let now = self.tick(&rows).unwrap_or_else(Timestamp::now);
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(LeaseRow {
+                    key: r[0].clone()?,
+                    job: r[1].clone()?,
+                    scheduled_at: super::rfc3339(r[2].as_deref()?.parse().ok()?),
+                    holder: r[3].clone()?,
+                    run_id: r[4].clone()?,
+                    fence: r[5].as_deref()?.parse().ok()?,
+                    secs_left: secs_until(r[6].as_deref(), now),
+                })
+            })
+            .collect())
+    }
+
+    fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {
+        let filter = job.map_or_else(String::new, |j| format!(" WHERE s.job = {}", lit(j)));
+        // Window functions need MySQL 8 / MariaDB 10.2; a correlated count works everywhere.
+        let sql = format!(
+            "SELECT s.job, s.scheduled_at, CAST(s.attempts AS CHAR), s.state, s.run_id FROM batchguard_slots s{filter}
+{} (SELECT COUNT(*) FROM batchguard_slots t WHERE t.job = s.job AND t.scheduled_at > s.scheduled_at) < {per_job}
+ORDER BY s.job, s.scheduled_at DESC",
+            if filter.is_empty() { "WHERE" } else { "AND" }
+        );
+        let rows = self.query(sql, "cannot read the slots")?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(SlotRow {
+                    job: r[0].clone()?,
+                    scheduled_at: super::rfc3339(r[1].as_deref()?.parse().ok()?),
+                    attempts: r[2].as_deref()?.parse().ok()?,
+                    state: r[3].clone()?,
+                    run_id: r[4].clone()?,
+                })
+            })
+            .collect())
+    }
+}
+
+impl Ledger for MysqlStore {
+    fn write(&mut self, batch: &Batch) -> Result<(), StoreError> {
+        let events: Vec<&EventRow> = batch.events.iter().collect();
+        let mut stmts = vec!["START TRANSACTION".to_owned()];
+        stmts.extend(ledger_statements(
+            &batch.job,
+            batch.scheduled_at,
+            &batch.run_id,
+            &events,
+            &batch.outputs,
+            batch.has_end(),
+        ));
+        stmts.push("COMMIT".to_owned());
+        stmts.push(format!("SELECT CAST({NOW_US} AS CHAR)"));
+        let rows = self.query_all(stmts, "cannot write to the ledger")?;
+        self.tick(&rows);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_are_hex_and_nul_is_replaced() {
+        assert_eq!(lit("a'b"), "_utf8mb4 X'612762'");
+        assert_eq!(lit(""), "_utf8mb4 X''");
+        assert_eq!(lit("\0"), "_utf8mb4 X'EFBFBD'");
+    }
+
+    #[test]
+    fn ledger_times_have_six_fractional_digits() {
+        let t: Timestamp = "2026-03-01T02:00:00Z".parse().unwrap();
+        assert_eq!(text_time(t), "2026-03-01T02:00:00.000000Z");
+        let t: Timestamp = "2026-03-01T02:00:00.5+09:00".parse().unwrap();
+        assert_eq!(text_time(t), "2026-02-28T17:00:00.500000Z");
+    }
+
+    #[test]
+    fn the_ddl_splits_into_statements() {
+        let n: usize = DDL.iter().map(|d| ddl_statements(d).len()).sum();
+        assert_eq!(n, 6, "{:#?}", DDL.map(ddl_statements));
+        assert!(ddl_statements(DDL[1]).iter().all(|s| !s.ends_with(';')));
+    }
+
+    #[test]
+    fn a_long_finish_is_split_into_packets() {
+        let p = packets(vec![
+            "a".repeat(MAX_PACKET - 10),
+            "b".repeat(100),
+            "c".into(),
+        ]);
+        assert_eq!(p.len(), 2);
+        assert!(p[1].starts_with('b') && p[1].ends_with(";\nc"));
+    }
+}
