@@ -243,7 +243,7 @@ mod tests {
         let e = read_text(b"{\"id\":\"a\"}\n{\"id\":\"a\"}\n", Format::Jsonl).unwrap_err();
         assert!(e.contains("appears twice (first at line 1)"), "{e}");
         let e = read_text(b"{\"id\":\"a\"}\n{\"id\":\"\0\"}\n", Format::Jsonl).unwrap_err();
-        assert!(e.contains(":2:9: a NUL byte"), "{e}");
+        assert!(e.contains(":2:8: a NUL byte"), "{e}");
         let e = read_text(b"x,y\n1,2\n", Format::Csv).unwrap_err();
         assert!(e.contains(":1: the header has no `id` column"), "{e}");
         let e = read_text(b"id\na\n\0\n", Format::Csv).unwrap_err();
