@@ -11,6 +11,7 @@ pub mod guard;
 pub mod init;
 pub mod ledger;
 pub mod lint;
+pub mod live;
 pub mod manifest;
 pub mod process;
 pub mod project;

@@ -291,7 +291,7 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
 
 /// `[rules]` of `batchguard.toml`: a check set to `off` reports nothing, `warning` and
 /// `error` change its severity (and so the exit code under `--fail-on`).
-fn apply_severities(r: &mut AuditResult, settings: &crate::config::Settings) {
+pub fn apply_severities(r: &mut AuditResult, settings: &crate::config::Settings) {
     r.findings
         .retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
             Some(sev) => {
