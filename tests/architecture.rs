@@ -61,6 +61,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "config", "db", "manifest", "process", "schedule", "snapshot", "store", "text",
         ],
     ),
+    // Live views: the ledger followed as it grows, judged by the audit, with the store's
+    // leases (watch, metrics).
+    (
+        "live",
+        &[
+            "audit", "config", "db", "ledger", "manifest", "store", "text",
+        ],
+    ),
     // Views of the model and the analyses.
     ("slots", &["manifest", "schedule", "text"]),
     ("schema", &["config", "ledger", "manifest"]),
@@ -72,10 +80,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "report",
         &[
-            "audit", "finding", "lint", "manifest", "project", "sources", "text",
+            "audit", "finding", "lint", "live", "manifest", "project", "sources", "text",
         ],
     ),
-    ("cli", &["ledger"]),
+    ("cli", &["ledger", "manifest"]),
 ];
 
 /// On top: may use every module.

@@ -12,11 +12,13 @@ mod explain;
 mod graph;
 mod init;
 mod lint;
+mod metrics;
 mod rules;
 mod run;
 mod schema;
 mod slots;
 mod store;
+mod watch;
 
 use crate::cli::{Command, FailOn};
 use crate::config::{self, ConfigError, Settings};
@@ -84,6 +86,9 @@ pub enum Error {
     Write { path: String, why: String },
     #[error("`{rule}` is not a rule code or name{hint}; `batchguard rules` lists them")]
     UnknownRule { rule: String, hint: String },
+    /// `watch` or `metrics` could not read what they follow.
+    #[error("{0}")]
+    Live(String),
     /// The lock store could not be opened or read; `action` is `store`, `store flush`…
     #[error("{message}")]
     Store {
@@ -107,7 +112,10 @@ impl Error {
                 .map(|(path, why)| format!("error: cannot read {}: {why}\n", path.display()))
                 .collect(),
             Error::Store { action, message } => format!("batchguard {action}: {message}\n"),
-            e @ (Error::Audit(_) | Error::Write { .. } | Error::UnknownRule { .. }) => {
+            e @ (Error::Audit(_)
+            | Error::Live(_)
+            | Error::Write { .. }
+            | Error::UnknownRule { .. }) => {
                 format!("error: {e}\n")
             }
         }
@@ -127,6 +135,8 @@ pub fn dispatch(command: Command) -> Result<Outcome, Error> {
         Command::Init(args) => init::run(args),
         Command::Run(args) => run::run(args),
         Command::Store(args) => store::run(args),
+        Command::Watch(args) => watch::run(args),
+        Command::Metrics(args) => metrics::run(args),
         Command::Completions { shell } => completions::run(shell),
     }
 }

@@ -195,7 +195,11 @@ impl Tail {
                     self.pg = Some(PgConn::open(url)?);
                 }
                 let c = self.pg.as_mut().expect("just opened");
-                let table = if is_event { events_table } else { outputs_table };
+                let table = if is_event {
+                    events_table
+                } else {
+                    outputs_table
+                };
                 let cur = c.cursor(table, is_event, required)?;
                 Ok(cur.map(|sql| {
                     Follow::Postgres(PgCursor {
@@ -255,9 +259,8 @@ impl Tail {
     pub fn drills(&mut self) -> Result<Vec<DrillRecord>, SourceError> {
         let rows: Vec<(Option<String>, Option<String>, Option<String>)> =
             if let Some(c) = &mut self.sqlite {
-                let exists: i64 = c
-                    .rt
-                    .block_on(
+                let exists: i64 =
+                    c.rt.block_on(
                         sqlx::query_scalar("SELECT count(*) FROM pragma_table_info(?1)")
                             .bind(DRILLS_TABLE)
                             .fetch_one(&mut c.conn),
@@ -320,19 +323,25 @@ impl Tail {
     pub fn now(&mut self) -> Result<Timestamp, SourceError> {
         match &mut self.pg {
             Some(c) => c.now(),
-            None => Ok(Timestamp::now()),
+            None => Ok(host_now()),
         }
     }
 }
 
 /// The clock of a ledger source, for a window that ends "now" (`audit --since`):
 /// PostgreSQL's `now()`, the host's for SQLite and files (SPEC 7.1: SQLite's clock is the
-/// host's).
+/// host's). In whole microseconds, the ledger's precision.
 pub fn clock(src: &Source) -> Result<Timestamp, SourceError> {
     match src {
         Source::Postgres { url, .. } => PgConn::open(url)?.now(),
-        _ => Ok(Timestamp::now()),
+        _ => Ok(host_now()),
     }
+}
+
+/// The host's clock, in whole microseconds.
+pub fn host_now() -> Timestamp {
+    let t = Timestamp::now();
+    Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t)
 }
 
 fn c_fail(url: &str, e: sqlx::Error) -> SourceError {
@@ -458,9 +467,12 @@ impl SqliteConn {
             .read_only(true)
             .create_if_missing(false)
             .busy_timeout(Duration::from_secs(30));
-        let conn = rt
-            .block_on(options.connect())
-            .map_err(|e| SourceError(format!("{shown}: cannot open: {}", super::sql::plain(e.to_string()))))?;
+        let conn = rt.block_on(options.connect()).map_err(|e| {
+            SourceError(format!(
+                "{shown}: cannot open: {}",
+                super::sql::plain(e.to_string())
+            ))
+        })?;
         Ok(SqliteConn { rt, conn })
     }
 
@@ -472,7 +484,10 @@ impl SqliteConn {
         required: bool,
     ) -> Result<Option<SqlCursor>, SourceError> {
         let fail = |what: &str, e: sqlx::Error| {
-            SourceError(format!("{shown}: {what}: {}", super::sql::plain(e.to_string())))
+            SourceError(format!(
+                "{shown}: {what}: {}",
+                super::sql::plain(e.to_string())
+            ))
         };
         let cols: Vec<(String, String)> = self
             .rt
@@ -488,9 +503,12 @@ impl SqliteConn {
             }
             return Err(SourceError(format!("{shown}: no table `{table}`")));
         }
-        let (index, list) = select_for(&cols, is_event, &format!("table `{table}` of {shown}"), |c, _| {
-            format!("CAST(\"{c}\" AS TEXT)")
-        })?;
+        let (index, list) = select_for(
+            &cols,
+            is_event,
+            &format!("table `{table}` of {shown}"),
+            |c, _| format!("CAST(\"{c}\" AS TEXT)"),
+        )?;
         Ok(Some(SqlCursor {
             table: table.to_owned(),
             label: format!("{shown} {table}"),
@@ -528,20 +546,27 @@ impl SqliteConn {
                     for i in 0..n_cols {
                         values[i] = match c.index[i] {
                             None => None,
-                            Some(j) => match row.try_get_unchecked::<Option<String>, usize>(j + 1) {
-                                Ok(v) => v,
-                                Err(e) => {
-                                    bad = Some((i, e.to_string()));
-                                    None
+                            Some(j) => {
+                                match row.try_get_unchecked::<Option<String>, usize>(j + 1) {
+                                    Ok(v) => v,
+                                    Err(e) => {
+                                        bad = Some((i, e.to_string()));
+                                        None
+                                    }
                                 }
-                            },
+                            }
                         };
                     }
                     match bad {
                         None => deliver(&values, c.is_event, opts, &c.label, id as u64, sink, got),
                         Some((i, m)) => {
                             got.rejected += 1;
-                            sink.error(row_error(&c.label, id as u64, Some(columns(c.is_event)[i]), m));
+                            sink.error(row_error(
+                                &c.label,
+                                id as u64,
+                                Some(columns(c.is_event)[i]),
+                                m,
+                            ));
                         }
                     }
                 }
@@ -595,14 +620,16 @@ impl PgConn {
         let us: i64 = self
             .rt
             .block_on(
-                sqlx::query_scalar(
-                    "SELECT (floor(extract(epoch from now()) * 1000000))::bigint",
-                )
-                .fetch_one(&mut self.conn),
+                sqlx::query_scalar("SELECT (floor(extract(epoch from now()) * 1000000))::bigint")
+                    .fetch_one(&mut self.conn),
             )
             .map_err(|e| self.fail("cannot read the clock", e))?;
-        Timestamp::from_microsecond(us)
-            .map_err(|e| SourceError(format!("{}: the server's clock is out of range: {e}", db::mask(&self.url))))
+        Timestamp::from_microsecond(us).map_err(|e| {
+            SourceError(format!(
+                "{}: the server's clock is out of range: {e}",
+                db::mask(&self.url)
+            ))
+        })
     }
 
     fn cursor(
@@ -640,15 +667,20 @@ impl PgConn {
                  ADD COLUMN id bigint GENERATED BY DEFAULT AS IDENTITY` and an index on it"
             )));
         }
-        let (index, list) = select_for(&cols, is_event, &format!("table `{table}` of {shown}"), |col, ty| match ty {
-            "timestamp with time zone" => format!(
-                "to_char(\"{col}\" AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-            ),
-            "timestamp without time zone" => {
-                format!("to_char(\"{col}\", 'YYYY-MM-DD\"T\"HH24:MI:SS.US')")
-            }
-            _ => format!("\"{col}\"::text"),
-        })?;
+        let (index, list) = select_for(
+            &cols,
+            is_event,
+            &format!("table `{table}` of {shown}"),
+            |col, ty| match ty {
+                "timestamp with time zone" => format!(
+                    "to_char(\"{col}\" AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+                ),
+                "timestamp without time zone" => {
+                    format!("to_char(\"{col}\", 'YYYY-MM-DD\"T\"HH24:MI:SS.US')")
+                }
+                _ => format!("\"{col}\"::text"),
+            },
+        )?;
         Ok(Some(SqlCursor {
             table: table.to_owned(),
             label: format!("{shown} {table}"),
@@ -669,7 +701,8 @@ impl PgConn {
         got: &mut Polled,
     ) -> Result<(), SourceError> {
         let now = Instant::now();
-        c.holes.retain(|_, since| now.duration_since(*since) < HOLE_AGE);
+        c.holes
+            .retain(|_, since| now.duration_since(*since) < HOLE_AGE);
         let n_cols = columns(c.sql.is_event).len();
         let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
         // The holes are asked for in the first query only; later batches go on from the
@@ -716,7 +749,15 @@ impl PgConn {
                     };
                 }
                 match bad {
-                    None => deliver(&values, c.sql.is_event, opts, &c.sql.label, id as u64, sink, got),
+                    None => deliver(
+                        &values,
+                        c.sql.is_event,
+                        opts,
+                        &c.sql.label,
+                        id as u64,
+                        sink,
+                        got,
+                    ),
                     Some((i, m)) => {
                         got.rejected += 1;
                         sink.error(row_error(
@@ -768,8 +809,14 @@ impl FileCursor {
         Ok(())
     }
 
-    fn poll(&mut self, opts: &ReadOptions, sink: &mut dyn TailSink, got: &mut Polled) -> Result<(), SourceError> {
-        let io = |e: std::io::Error| SourceError(format!("cannot read ledger file {}: {e}", self.name));
+    fn poll(
+        &mut self,
+        opts: &ReadOptions,
+        sink: &mut dyn TailSink,
+        got: &mut Polled,
+    ) -> Result<(), SourceError> {
+        let io =
+            |e: std::io::Error| SourceError(format!("cannot read ledger file {}: {e}", self.name));
         let mut f = std::fs::File::open(&self.path).map_err(io)?;
         let len = f.metadata().map_err(io)?.len();
         if len < self.offset {
@@ -784,7 +831,9 @@ impl FileCursor {
         }
         f.seek(SeekFrom::Start(self.offset)).map_err(io)?;
         let mut buf = Vec::with_capacity((len - self.offset) as usize);
-        f.take(len - self.offset).read_to_end(&mut buf).map_err(io)?;
+        f.take(len - self.offset)
+            .read_to_end(&mut buf)
+            .map_err(io)?;
         // Only whole lines: the rest is a write in progress.
         let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
             return Ok(());

@@ -172,7 +172,12 @@ pub(crate) fn judge(i: &Inputs<'_>) -> Vec<Alert> {
         }
     }
     out.sort_by(|a, b| {
-        (&a.job, a.kind, a.scheduled_at, &a.run_id).cmp(&(&b.job, b.kind, b.scheduled_at, &b.run_id))
+        (&a.job, a.kind, a.scheduled_at, &a.run_id).cmp(&(
+            &b.job,
+            b.kind,
+            b.scheduled_at,
+            &b.run_id,
+        ))
     });
     out
 }

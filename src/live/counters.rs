@@ -140,7 +140,10 @@ mod tests {
         let held = "held by host-a (run r1, fence 3, lease ends in 40 s)";
         assert_eq!(skip_reason(Some(held)), "held");
         assert_eq!(holder(Some(held)), Some("host-a"));
-        assert_eq!(skip_reason(Some("already succeeded (run r1)")), "already_succeeded");
+        assert_eq!(
+            skip_reason(Some("already succeeded (run r1)")),
+            "already_succeeded"
+        );
         assert_eq!(
             skip_reason(Some("dead-lettered (all 3 attempts were used)")),
             "dead_lettered"

@@ -264,7 +264,9 @@ impl Live {
     pub fn open(o: LiveOptions) -> Result<Live, LiveError> {
         let cannot = LiveError::CannotRun;
         if o.since_s == 0 {
-            return Err(cannot("--since must be a positive duration (30m, 2h, 1d)".into()));
+            return Err(cannot(
+                "--since must be a positive duration (30m, 2h, 1d)".into(),
+            ));
         }
         let mut paths = Vec::new();
         for p in &o.manifests {
@@ -285,9 +287,13 @@ impl Live {
             None => None,
             Some(url) => Some(open_store(url).map_err(cannot)?),
         };
-        let tail = Tail::open(&ledger, outputs.as_ref(), ReadOptions {
-            assume_tz: o.assume_tz.clone(),
-        })
+        let tail = Tail::open(
+            &ledger,
+            outputs.as_ref(),
+            ReadOptions {
+                assume_tz: o.assume_tz.clone(),
+            },
+        )
         .map_err(|e| cannot(e.0))?;
         let with_manifest = !o.manifests.is_empty();
         let names = Names::new(&jobs, with_manifest, &o.jobs);
@@ -490,13 +496,4 @@ fn limits(paths: &[PathBuf], jobs: &[AuditJob]) -> HashMap<String, JobLimits> {
             )
         })
         .collect()
-}
-
-/// A window length for `--since`: `30m`, `2h`, `1h30m`, `7d` (the manifest's durations).
-pub fn parse_since(s: &str) -> Result<u64, String> {
-    match crate::manifest::duration::Duration::parse(s.trim()) {
-        Ok(d) if d.secs() > 0 => Ok(d.secs()),
-        Ok(_) => Err("a window must be longer than zero (30m, 2h, 1d)".into()),
-        Err(e) => Err(format!("not a duration such as 30m, 2h, 1h30m or 7d: {e}")),
-    }
 }

@@ -157,12 +157,7 @@ impl Window {
     }
 
     /// Every event row whose slot is in `[from, to)`, in the order read.
-    pub fn events(
-        &self,
-        from: Timestamp,
-        to: Timestamp,
-        f: &mut dyn FnMut(&WindowEvent<'_>),
-    ) {
+    pub fn events(&self, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&WindowEvent<'_>)) {
         for c in &self.events {
             if c.newest < from {
                 continue;
