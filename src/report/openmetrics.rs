@@ -4,26 +4,29 @@
 //! they differ in how a counter's `TYPE` line is named, the `UNIT` lines and `# EOF`.
 //!
 //! Naming follows the Prometheus conventions: the `batchguard_` prefix, base units
-//! (seconds), `_total` on counters, `_timestamp_seconds` on instants; labels `job`,
-//! `outcome`, `reason`, `alert`. Counters and histograms count every ledger row read since
+//! (seconds), `_total` on counters, `_timestamp_seconds` on instants; labels `job_name`,
+//! `outcome`, `reason`, `alert`. The batch job is `job_name`, not `job`: Prometheus gives
+//! every scraped series the scrape's own `job` label, which would push an exporter's `job`
+//! aside as `exported_job` (kube-state-metrics names its Jobs `job_name` for the same
+//! reason). Counters and histograms count every ledger row read since
 //! the exporter started (the whole ledger, read once); gauges are over the `--since`
 //! window or now.
 //!
 //! | metric | type | labels | what |
 //! |---|---|---|---|
-//! | `batchguard_runs_total` | counter | job, outcome (`succeeded`, `failed`) | runs that ended (`end` events) |
-//! | `batchguard_runs_started_total` | counter | job | `start` events |
-//! | `batchguard_skips_total` | counter | job, reason (`held`, `already_succeeded`, `dead_lettered`, `other`, `unknown`) | slots not run because the lock was not taken |
-//! | `batchguard_dead_letters_total` | counter | job | `dead_letter` events |
-//! | `batchguard_run_duration_seconds` | histogram | job | `start` to `end` of each run |
-//! | `batchguard_run_latency_seconds` | histogram | job | `scheduled_at` to the first successful `end` of each slot |
-//! | `batchguard_last_success_timestamp_seconds` | gauge | job | the latest successful `end` |
-//! | `batchguard_expected_slots`, `batchguard_missed_slots`, `batchguard_failed_slots` | gauge | job | the audit's figures over the window |
-//! | `batchguard_lock_contention_ratio` | gauge | job | skips / (starts + skips) over the window |
-//! | `batchguard_running_runs` | gauge | job | runs going on now |
-//! | `batchguard_live_leases`, `batchguard_expired_leases` | gauge | job | leases held, within and past their TTL |
-//! | `batchguard_alerts_firing` | gauge | job, alert (`latency`, `missed`, `stale_lease`, `overrun`) | alerts firing now |
-//! | `batchguard_last_passed_drill_timestamp_seconds` | gauge | job | the latest passing drill record (`batchguard_drills`, when the ledger has it) |
+//! | `batchguard_runs_total` | counter | job_name, outcome (`succeeded`, `failed`) | runs that ended (`end` events) |
+//! | `batchguard_runs_started_total` | counter | job_name | `start` events |
+//! | `batchguard_skips_total` | counter | job_name, reason (`held`, `already_succeeded`, `dead_lettered`, `other`, `unknown`) | slots not run because the lock was not taken |
+//! | `batchguard_dead_letters_total` | counter | job_name | `dead_letter` events |
+//! | `batchguard_run_duration_seconds` | histogram | job_name | `start` to `end` of each run |
+//! | `batchguard_run_latency_seconds` | histogram | job_name | `scheduled_at` to the first successful `end` of each slot |
+//! | `batchguard_last_success_timestamp_seconds` | gauge | job_name | the latest successful `end` |
+//! | `batchguard_expected_slots`, `batchguard_missed_slots`, `batchguard_failed_slots` | gauge | job_name | the audit's figures over the window |
+//! | `batchguard_lock_contention_ratio` | gauge | job_name | skips / (starts + skips) over the window |
+//! | `batchguard_running_runs` | gauge | job_name | runs going on now |
+//! | `batchguard_live_leases`, `batchguard_expired_leases` | gauge | job_name | leases held, within and past their TTL |
+//! | `batchguard_alerts_firing` | gauge | job_name, alert (`latency`, `missed`, `stale_lease`, `overrun`) | alerts firing now |
+//! | `batchguard_last_passed_drill_timestamp_seconds` | gauge | job_name | the latest passing drill record (`batchguard_drills`, when the ledger has it) |
 //! | `batchguard_window_seconds` | gauge | | the gauges' window |
 //! | `batchguard_ledger_rows_read_total`, `batchguard_ledger_rows_rejected_total` | counter | | ledger rows read, and of them rows that could not be read |
 //! | `batchguard_refresh_seconds` | gauge | | what the last refresh took |
@@ -129,12 +132,16 @@ impl Out {
             };
             self.sample(
                 &format!("{name}_bucket"),
-                &[("job", job), ("le", &le)],
+                &[("job_name", job), ("le", &le)],
                 c as f64,
             );
         }
-        self.sample(&format!("{name}_sum"), &[("job", job)], h.sum);
-        self.sample(&format!("{name}_count"), &[("job", job)], h.count as f64);
+        self.sample(&format!("{name}_sum"), &[("job_name", job)], h.sum);
+        self.sample(
+            &format!("{name}_count"),
+            &[("job_name", job)],
+            h.count as f64,
+        );
     }
 }
 
@@ -168,12 +175,12 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         let c = counters(job);
         o.sample(
             "batchguard_runs_total",
-            &[("job", job), ("outcome", "succeeded")],
+            &[("job_name", job), ("outcome", "succeeded")],
             c.succeeded as f64,
         );
         o.sample(
             "batchguard_runs_total",
-            &[("job", job), ("outcome", "failed")],
+            &[("job_name", job), ("outcome", "failed")],
             c.failed as f64,
         );
     }
@@ -186,7 +193,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
     for &job in jobs.keys() {
         o.sample(
             "batchguard_runs_started_total",
-            &[("job", job)],
+            &[("job_name", job)],
             counters(job).started as f64,
         );
     }
@@ -202,7 +209,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
             let n = c.skips.get(r).copied().unwrap_or(0);
             o.sample(
                 "batchguard_skips_total",
-                &[("job", job), ("reason", r)],
+                &[("job_name", job), ("reason", r)],
                 n as f64,
             );
         }
@@ -216,7 +223,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
     for &job in jobs.keys() {
         o.sample(
             "batchguard_dead_letters_total",
-            &[("job", job)],
+            &[("job_name", job)],
             counters(job).dead_lettered as f64,
         );
     }
@@ -256,7 +263,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         if let Some(t) = counters(job).last_success {
             o.sample(
                 "batchguard_last_success_timestamp_seconds",
-                &[("job", job)],
+                &[("job_name", job)],
                 t.as_millisecond() as f64 / 1000.0,
             );
         }
@@ -301,7 +308,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         o.family(name, "gauge", None, help);
         for &job in jobs.keys() {
             if let Some(v) = fig(job).and_then(get) {
-                o.sample(name, &[("job", job)], v);
+                o.sample(name, &[("job_name", job)], v);
             }
         }
     }
@@ -320,7 +327,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
                 .count();
             o.sample(
                 "batchguard_alerts_firing",
-                &[("job", job), ("alert", k.as_str())],
+                &[("job_name", job), ("alert", k.as_str())],
                 n as f64,
             );
         }
@@ -340,7 +347,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         for (job, t) in drills {
             o.sample(
                 "batchguard_last_passed_drill_timestamp_seconds",
-                &[("job", job)],
+                &[("job_name", job)],
                 t.as_millisecond() as f64 / 1000.0,
             );
         }
