@@ -58,10 +58,8 @@ fn ledger(crafted: bool) -> Case {
     c.lease(
         "stale",
         slot,
-        "host-a",
-        "sta-1",
-        died,
-        died + mins(5),
+        ("host-a", "sta-1"),
+        (died, died + mins(5)),
         crafted,
     );
     let start = if crafted {
@@ -73,10 +71,8 @@ fn ledger(crafted: bool) -> Case {
     c.lease(
         "overrun",
         slot,
-        "host-b",
-        "ovr-1",
-        start,
-        start + mins(10),
+        ("host-b", "ovr-1"),
+        (start, start + mins(10)),
         true,
     );
     c

@@ -304,7 +304,7 @@ fn window(o: &RunOptions) -> Result<(Timestamp, Timestamp), AuditError> {
     let from = i64::try_from(since)
         .ok()
         .and_then(|s| to.checked_sub(jiff::SignedDuration::from_secs(s)).ok())
-        .ok_or_else(|| CannotRun(format!("--since reaches before the earliest instant")))?;
+        .ok_or_else(|| CannotRun("--since reaches before the earliest instant".into()))?;
     Ok((from, to))
 }
 

@@ -57,6 +57,9 @@ fn parse_line<R: LedgerRow>(
     })
 }
 
+/// What is done with a row's text fields.
+pub(crate) type OnFields<'f, T> = dyn FnMut(&[Option<&str>]) -> Result<T, RowError> + 'f;
+
 /// One JSON line as the text fields of `columns` (`fields[i]` is the value of
 /// `columns[i]`, `None` when absent, `null` or empty), handed to `f`: the one parse every
 /// JSONL reader shares (the audit's, and the tail that `watch` follows a file with).
@@ -65,7 +68,7 @@ pub(crate) fn with_fields<T>(
     columns: &'static [&'static str],
     name: &str,
     line: u64,
-    f: &mut dyn FnMut(&[Option<&str>]) -> Result<T, RowError>,
+    f: &mut OnFields<'_, T>,
 ) -> Result<T, RowError> {
     let mut de = serde_json::Deserializer::from_slice(buf);
     let values = RowSeed { columns }

@@ -421,6 +421,29 @@ fn event_of<'a>(
     })
 }
 
+/// The text values of a row whose first column is its number (`rowid`, `id`), by
+/// column of the row kind; `Err((column, why))` for a value that is not text.
+fn values_of<'r, DB: sqlx::Database>(
+    row: &'r DB::Row,
+    index: &[Option<usize>; MAX_COLUMNS],
+    n_cols: usize,
+    values: &mut [Option<String>; MAX_COLUMNS],
+) -> Result<(), (usize, String)>
+where
+    Option<String>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    for (i, v) in values.iter_mut().enumerate().take(n_cols) {
+        *v = match index[i] {
+            None => None,
+            Some(j) => row
+                .try_get_unchecked::<Option<String>, usize>(j + 1)
+                .map_err(|e| (i, e.to_string()))?,
+        };
+    }
+    Ok(())
+}
+
 fn columns(is_event: bool) -> &'static [&'static str] {
     if is_event {
         <Event as super::read::LedgerRow>::COLUMNS
@@ -542,24 +565,11 @@ impl SqliteConn {
                     n += 1;
                     let id: i64 = row.try_get(0)?;
                     c.last = id;
-                    let mut bad = None;
-                    for i in 0..n_cols {
-                        values[i] = match c.index[i] {
-                            None => None,
-                            Some(j) => {
-                                match row.try_get_unchecked::<Option<String>, usize>(j + 1) {
-                                    Ok(v) => v,
-                                    Err(e) => {
-                                        bad = Some((i, e.to_string()));
-                                        None
-                                    }
-                                }
-                            }
-                        };
-                    }
-                    match bad {
-                        None => deliver(&values, c.is_event, opts, &c.label, id as u64, sink, got),
-                        Some((i, m)) => {
+                    match values_of::<sqlx::Sqlite>(&row, &c.index, n_cols, &mut values) {
+                        Ok(()) => {
+                            deliver(&values, c.is_event, opts, &c.label, id as u64, sink, got)
+                        }
+                        Err((i, m)) => {
                             got.rejected += 1;
                             sink.error(row_error(
                                 &c.label,
@@ -735,21 +745,8 @@ impl PgConn {
                     }
                     c.sql.last = id;
                 }
-                let mut bad = None;
-                for i in 0..n_cols {
-                    values[i] = match c.sql.index[i] {
-                        None => None,
-                        Some(j) => match row.try_get_unchecked::<Option<String>, usize>(j + 1) {
-                            Ok(v) => v,
-                            Err(e) => {
-                                bad = Some((i, e.to_string()));
-                                None
-                            }
-                        },
-                    };
-                }
-                match bad {
-                    None => deliver(
+                match values_of::<sqlx::Postgres>(row, &c.sql.index, n_cols, &mut values) {
+                    Ok(()) => deliver(
                         &values,
                         c.sql.is_event,
                         opts,
@@ -758,7 +755,7 @@ impl PgConn {
                         sink,
                         got,
                     ),
-                    Some((i, m)) => {
+                    Err((i, m)) => {
                         got.rejected += 1;
                         sink.error(row_error(
                             &c.sql.label,

@@ -203,10 +203,8 @@ impl Case {
         &self,
         job: &str,
         slot: Timestamp,
-        holder: &str,
-        run_id: &str,
-        acquired: Timestamp,
-        until: Timestamp,
+        (holder, run_id): (&str, &str),
+        (acquired, until): (Timestamp, Timestamp),
         held: bool,
     ) {
         let state = if held { "held" } else { "released" };
