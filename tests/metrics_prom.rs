@@ -295,3 +295,83 @@ fn urlencode(s: &str) -> String {
         })
         .collect()
 }
+
+/// The Grafana dashboard in `examples/` queries only metrics `metrics` writes, in PromQL
+/// that promtool parses (as recording rules, Grafana's variables given values).
+#[test]
+fn the_grafana_dashboard_queries_metrics_that_exist() {
+    if !need("promtool") {
+        return;
+    }
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string("examples/grafana-dashboard.json").unwrap())
+            .expect("the dashboard is JSON");
+    let mut exprs = Vec::new();
+    for p in dash["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().expect("targets") {
+            exprs.push(t["expr"].as_str().expect("an expr").to_owned());
+        }
+    }
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let (c, _) = store(2);
+    // A drill record, so the drill gauge is there to be queried too.
+    c.exec(
+        "CREATE TABLE batchguard_drills (job TEXT, scheduled_at TEXT, at TEXT, passed INTEGER, \
+         scenarios TEXT, report_digest TEXT); INSERT INTO batchguard_drills VALUES \
+         ('settle', '2026-03-01T02:00:00Z', '2026-03-02T10:00:00Z', 1, 'clean', 'sha256:00')",
+    );
+    let file = c.path("m.prom");
+    ok(&c.bg(&[
+        "metrics",
+        "--store",
+        &c.url(),
+        "--manifest",
+        "m.batchguard.yaml",
+        "--textfile",
+        file.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(
+            "batchguard_last_passed_drill_timestamp_seconds{job_name=\"settle\"} 1772445600"
+        ),
+        "{text}"
+    );
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, e) in exprs.iter().enumerate() {
+        let e = e
+            .replace("$job_name", ".*")
+            .replace("$__rate_interval", "1m");
+        let mut rest = e.as_str();
+        while let Some(k) = rest.find("batchguard_") {
+            let name: String = rest[k..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&format!("{name}{{"))
+                        || l.starts_with(&format!("{name} "))),
+                "the dashboard queries {name}, which metrics does not write"
+            );
+            rest = &rest[k + name.len()..];
+        }
+        rules.push_str(&format!(
+            "      - record: dashboard:panel{i}\n        expr: {}\n",
+            serde_json::to_string(&e).unwrap()
+        ));
+    }
+    let path = c.path("dashboard.rules.yml");
+    std::fs::write(&path, rules).unwrap();
+    let o = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

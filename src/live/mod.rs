@@ -173,6 +173,8 @@ struct Side {
     rejected: u64,
     first_errors: Vec<RowError>,
     rows: u64,
+    /// Rows of older slots than this are not kept in the window (they are still counted).
+    keep_from: Timestamp,
 }
 
 impl TailSink for Side {
@@ -182,7 +184,9 @@ impl TailSink for Side {
         let Some(job) = self.names.shown(ev.job).map(str::to_owned) else {
             return;
         };
-        self.window.push_event(e);
+        if ev.scheduled_at >= self.keep_from {
+            self.window.push_event(e);
+        }
         self.counters.event(&job, e, &self.open);
         match ev.event {
             EventKind::Start => {
@@ -227,7 +231,7 @@ impl TailSink for Side {
 
     fn output(&mut self, o: &OutputRef<'_>) {
         self.rows += 1;
-        if self.names.shown(o.job).is_some() {
+        if o.scheduled_at >= self.keep_from && self.names.shown(o.job).is_some() {
             self.window.push_output(o);
         }
     }
@@ -322,6 +326,7 @@ impl Live {
                 rejected: 0,
                 first_errors: Vec::new(),
                 rows: 0,
+                keep_from: Timestamp::MIN,
             },
             refreshes: 0,
         })
@@ -332,6 +337,13 @@ impl Live {
     pub fn refresh(&mut self) -> Result<Snapshot, LiveError> {
         let started = Instant::now();
         let cannot = LiveError::CannotRun;
+        // The window can only move on: rows of slots older than its start now are of no
+        // use to it, whatever the clock says after the poll.
+        let before = match &mut self.store {
+            Some(s) => s.now().map_err(|e| cannot(e.0))?,
+            None => self.tail.now().map_err(|e| cannot(e.0))?,
+        };
+        self.side.keep_from = before.checked_sub(self.since).unwrap_or(Timestamp::MIN);
         let polled = self.tail.poll(&mut self.side).map_err(|e| cannot(e.0))?;
         let (leases, leases_error, now) = match &mut self.store {
             Some(s) => match s.held_leases() {
