@@ -7,6 +7,7 @@ use crate::ledger::tail::TailEvent;
 use crate::ledger::{EventKind, Status};
 use jiff::Timestamp;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// Upper bounds (seconds) of the duration and latency histograms: a second to a day, the
 /// range of batch jobs.
@@ -90,18 +91,26 @@ pub struct JobCounters {
 /// Every job's counts.
 #[derive(Debug, Default)]
 pub struct Counters {
-    pub jobs: BTreeMap<String, JobCounters>,
-    /// Slots that have had their first success, as `(job's index in jobs, ms)`.
+    /// Per job (the audit's name for it): a number of its own, and its counts.
+    jobs: HashMap<Arc<str>, (u32, JobCounters)>,
+    /// Slots that have had their first success, as `(job's number, ms)`.
     succeeded: HashSet<(u32, i64)>,
-    index: HashMap<String, u32>,
 }
 
 impl Counters {
     /// One event of `job` (the audit's name for it); `open` still holds its run's `start`.
-    pub(crate) fn event(&mut self, job: &str, e: &TailEvent<'_>, open: &HashMap<String, Open>) {
-        let n = self.index.len() as u32;
-        let id = *self.index.entry(job.to_owned()).or_insert(n);
-        let c = self.jobs.entry(job.to_owned()).or_default();
+    pub(crate) fn event(
+        &mut self,
+        job: &Arc<str>,
+        e: &TailEvent<'_>,
+        open: &HashMap<String, Open>,
+    ) {
+        if !self.jobs.contains_key(&**job) {
+            let n = self.jobs.len() as u32;
+            self.jobs.insert(job.clone(), (n, JobCounters::default()));
+        }
+        let (id, c) = self.jobs.get_mut(&**job).expect("just inserted");
+        let id = *id;
         let ev = &e.event;
         match ev.event {
             EventKind::Start => c.started += 1,
@@ -128,6 +137,16 @@ impl Counters {
             EventKind::DeadLetter => c.dead_lettered += 1,
             EventKind::Manual => c.manual += 1,
         }
+    }
+}
+
+impl Counters {
+    /// Every job's counts, by name.
+    pub fn by_job(&self) -> BTreeMap<String, JobCounters> {
+        self.jobs
+            .iter()
+            .map(|(k, (_, c))| (k.to_string(), c.clone()))
+            .collect()
     }
 }
 

@@ -174,7 +174,7 @@ pub(crate) struct Parts<'a> {
     pub(crate) window: &'a Window,
     pub(crate) names: &'a mut Names,
     pub(crate) open: &'a HashMap<String, Open>,
-    pub(crate) last_end: &'a HashMap<String, Ended>,
+    pub(crate) last_end: &'a HashMap<std::sync::Arc<str>, Ended>,
     pub(crate) leases: Vec<(String, HeldLease)>,
     pub(crate) leases_error: Option<String>,
     pub(crate) counters: &'a Counters,
@@ -229,7 +229,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
         let Some(job) = names.shown(ev.job) else {
             return;
         };
-        let f = facts.entry(job.to_owned()).or_default();
+        let f = facts.entry(job.to_string()).or_default();
         if ev.event == EventKind::Start {
             f.starts += 1;
             return;
@@ -270,7 +270,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
     let mut running: Vec<(String, Running)> = Vec::new();
     for (run_id, o) in open {
         let lease = lease_views.iter().find(|l| &l.run_id == run_id);
-        let ttl = limits.get(&o.job).and_then(|l| l.ttl_s);
+        let ttl = limits.get(&*o.job).and_then(|l| l.ttl_s);
         let within = match (lease, ttl) {
             (Some(l), _) => !l.expired,
             (None, Some(t)) => o.started + jiff::SignedDuration::from_secs(t as i64) > now,
@@ -280,7 +280,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
             continue;
         }
         running.push((
-            o.job.clone(),
+            o.job.to_string(),
             Running {
                 scheduled_at: o.scheduled_at,
                 run_id: run_id.clone(),
@@ -339,7 +339,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
     let mut passed_drill: HashMap<String, Timestamp> = HashMap::new();
     for d in drills.iter().filter(|d| d.passed) {
         if let Some(job) = names.shown(&d.job) {
-            let e = passed_drill.entry(job.to_owned()).or_insert(d.at);
+            let e = passed_drill.entry(job.to_string()).or_insert(d.at);
             *e = (*e).max(d.at);
         }
     }
@@ -370,7 +370,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
                     .filter(|(j, _)| *j == r.job)
                     .map(|(_, x)| x.clone())
                     .collect(),
-                last_outcome: last_end.get(&r.job).map(|e| LastOutcome {
+                last_outcome: last_end.get(r.job.as_str()).map(|e| LastOutcome {
                     outcome: e.outcome,
                     scheduled_at: e.scheduled_at,
                     at: e.at,
@@ -427,7 +427,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
         findings,
         totals: audit.totals.clone(),
         refresh_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
-        counters: counters.jobs.clone(),
+        counters: counters.by_job(),
     }
 }
 

@@ -35,6 +35,7 @@ use figures::Snapshot;
 use jiff::{SignedDuration, Timestamp};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 use window::Window;
 
@@ -76,7 +77,7 @@ pub struct JobLimits {
 /// A run with a `start` and no `end` yet.
 #[derive(Clone, Debug)]
 pub(crate) struct Open {
-    pub(crate) job: String,
+    pub(crate) job: Arc<str>,
     pub(crate) scheduled_at: Timestamp,
     pub(crate) started: Timestamp,
     pub(crate) instance: Option<String>,
@@ -99,10 +100,11 @@ pub(crate) struct Ended {
 /// ledger gives it; `None` for a job `--job` leaves out.
 pub(crate) struct Names {
     declared: HashMap<String, usize>,
-    display: Vec<String>,
+    display: Vec<Arc<str>>,
     /// Undeclared names kept: `None` all, `Some(list)` those `--job` names.
     keep: Option<Vec<String>>,
-    cache: HashMap<String, Option<String>>,
+    /// Every ledger name met, and what it is shown as (shared, so a row costs no copy).
+    cache: HashMap<String, Option<Arc<str>>>,
 }
 
 impl Names {
@@ -120,11 +122,11 @@ impl Names {
         let display = jobs
             .iter()
             .map(|j| {
-                if qualify {
+                Arc::from(if qualify {
                     format!("{}/{}", j.service, j.name)
                 } else {
                     j.name.clone()
-                }
+                })
             })
             .collect();
         // As the audit: with manifests, `--job` keeps declared jobs only; without, the names.
@@ -141,8 +143,11 @@ impl Names {
         }
     }
 
-    pub(crate) fn shown(&mut self, name: &str) -> Option<&str> {
-        if !self.cache.contains_key(name) {
+    pub(crate) fn shown(&mut self, name: &str) -> Option<Arc<str>> {
+        if let Some(v) = self.cache.get(name) {
+            return v.clone();
+        }
+        {
             let v = match self.declared.get(name) {
                 Some(&i) => Some(self.display[i].clone()),
                 None => match &self.keep {
@@ -153,12 +158,12 @@ impl Names {
                     {
                         None
                     }
-                    _ => Some(name.to_owned()),
+                    _ => Some(Arc::from(name)),
                 },
             };
-            self.cache.insert(name.to_owned(), v);
+            self.cache.insert(name.to_owned(), v.clone());
+            v
         }
-        self.cache.get(name).and_then(|v| v.as_deref())
     }
 }
 
@@ -167,7 +172,7 @@ struct Side {
     window: Window,
     /// Runs started and not ended, by run id.
     open: HashMap<String, Open>,
-    last_end: HashMap<String, Ended>,
+    last_end: HashMap<Arc<str>, Ended>,
     counters: Counters,
     names: Names,
     rejected: u64,
@@ -181,7 +186,7 @@ impl TailSink for Side {
     fn event(&mut self, e: &TailEvent<'_>) {
         self.rows += 1;
         let ev = &e.event;
-        let Some(job) = self.names.shown(ev.job).map(str::to_owned) else {
+        let Some(job) = self.names.shown(ev.job) else {
             return;
         };
         if ev.scheduled_at >= self.keep_from {
@@ -421,7 +426,7 @@ impl Live {
     fn forget_lost(&mut self, from: Timestamp) {
         let limits = &self.limits;
         self.side.open.retain(|_, o| {
-            let ttl = limits.get(&o.job).and_then(|l| l.ttl_s).unwrap_or(0);
+            let ttl = limits.get(&*o.job).and_then(|l| l.ttl_s).unwrap_or(0);
             o.started + SignedDuration::from_secs(ttl as i64) >= from
         });
     }
@@ -431,7 +436,7 @@ impl Live {
         leases
             .into_iter()
             .filter_map(|l| {
-                let job = self.side.names.shown(&l.job)?.to_owned();
+                let job = self.side.names.shown(&l.job)?.to_string();
                 Some((job, l))
             })
             .collect()
