@@ -30,7 +30,7 @@ use futures_util::TryStreamExt;
 use jiff::Timestamp;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufRead, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -827,30 +827,33 @@ impl FileCursor {
             return Ok(());
         }
         f.seek(SeekFrom::Start(self.offset)).map_err(io)?;
-        let mut buf = Vec::with_capacity((len - self.offset) as usize);
-        f.take(len - self.offset)
-            .read_to_end(&mut buf)
-            .map_err(io)?;
-        // Only whole lines: the rest is a write in progress.
-        let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
-            return Ok(());
-        };
+        // Up to the length seen now, a line at a time (memory stays flat for any file).
+        let mut rdr = std::io::BufReader::with_capacity(1 << 20, f.take(len - self.offset));
         let cols = columns(self.is_event);
-        for raw in buf[..end].split(|&b| b == b'\n') {
+        let mut raw = Vec::with_capacity(512);
+        loop {
+            raw.clear();
+            let n = rdr.read_until(b'\n', &mut raw).map_err(io)?;
+            // Only whole lines: the rest is a write in progress, read once complete.
+            if n == 0 || raw.last() != Some(&b'\n') {
+                return Ok(());
+            }
+            self.offset += n as u64;
             let at_start = self.line == 0;
             self.line += 1;
-            if raw.iter().all(u8::is_ascii_whitespace) {
+            let body = &raw[..n - 1];
+            if body.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let text = match raw.strip_prefix(b"\xef\xbb\xbf") {
+            let text = match body.strip_prefix(b"\xef\xbb\xbf") {
                 Some(rest) if at_start => rest,
-                _ => raw,
+                _ => body,
             };
             let line = self.line;
             let is_event = self.is_event;
-            let name = self.name.clone();
-            let r = super::jsonl::with_fields(text, cols, &name, line, &mut |fields| {
-                deliver_fields(fields, is_event, opts, &name, line, sink, got);
+            let name = &self.name;
+            let r = super::jsonl::with_fields(text, cols, name, line, &mut |fields| {
+                deliver_fields(fields, is_event, opts, name, line, sink, got);
                 Ok(())
             });
             if let Err(e) = r {
@@ -858,7 +861,5 @@ impl FileCursor {
                 sink.error(e);
             }
         }
-        self.offset += end as u64 + 1;
-        Ok(())
     }
 }
