@@ -167,7 +167,7 @@ pub fn render(area: Rect, buf: &mut Buffer, v: &View<'_>) {
     )));
     let status = vec![
         Span::raw(format!(
-            "refreshed {} in {} ms, {} new rows  ",
+            "refreshed {} in {:.1} ms, {} new rows  ",
             hms(snap.window.to),
             snap.refresh_ms,
             snap.input.new_rows
