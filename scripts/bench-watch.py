@@ -245,13 +245,27 @@ def main():
     ap.add_argument("--scrapes", type=int, default=50)
     ap.add_argument("--windows", nargs="*", default=["30m", "24h"])
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--dir", help="write the stores here and keep them (default: a temporary folder)")
+    ap.add_argument("--only", choices=["watch", "metrics"], help="run one of the two")
     a = ap.parse_args()
     if not a.no_build:
         subprocess.run(["cargo", "build", "--release", "--locked", "-p", "batchguard"],
                        cwd=ROOT, check=True)
+    if a.dir:
+        tmp = pathlib.Path(a.dir)
+        tmp.mkdir(parents=True, exist_ok=True)
+        for f in tmp.glob("*.db*"):
+            f.unlink()
+        run(a, tmp)
+        return
     with tempfile.TemporaryDirectory(prefix="bg-bench-watch-") as d:
-        tmp = pathlib.Path(d)
+        run(a, pathlib.Path(d))
+
+
+def run(a, tmp):
+    if a.only != "metrics":
         watch_bench(a, tmp)
+    if a.only != "watch":
         metrics_bench(a, tmp)
 
 

@@ -195,6 +195,15 @@ struct WindowFacts {
     last_skip: Option<LastSkip>,
 }
 
+/// [`WindowFacts`] while the rows are read: the last skip borrowed from the window.
+#[derive(Default)]
+struct Counting<'w> {
+    starts: u64,
+    skips: u64,
+    reasons: BTreeMap<&'static str, u64>,
+    last_skip: Option<crate::live::window::WindowEvent<'w>>,
+}
+
 pub(crate) fn build(p: Parts<'_>) -> Snapshot {
     let Parts {
         now,
@@ -218,7 +227,8 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
         started,
     } = p;
 
-    let mut facts: HashMap<String, WindowFacts> = HashMap::new();
+    // By job number, so a row costs no name lookup.
+    let mut by_id: Vec<Counting> = (0..names.len()).map(|_| Counting::default()).collect();
     let mut window_events = 0u64;
     window.events(from, now, &mut |e| {
         window_events += 1;
@@ -226,10 +236,9 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
         if !matches!(ev.event, EventKind::Start | EventKind::Skip) {
             return;
         }
-        let Some(job) = names.shown(ev.job) else {
+        let Some(f) = by_id.get_mut(e.job_id as usize) else {
             return;
         };
-        let f = facts.entry(job.to_string()).or_default();
         if ev.event == EventKind::Start {
             f.starts += 1;
             return;
@@ -237,17 +246,31 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
         f.skips += 1;
         let reason = skip_reason(e.detail);
         *f.reasons.entry(reason).or_default() += 1;
-        if f.last_skip.as_ref().is_none_or(|l| ev.at >= l.at) {
-            f.last_skip = Some(LastSkip {
-                scheduled_at: ev.scheduled_at,
-                at: ev.at,
-                instance: ev.instance.map(str::to_owned),
-                reason,
+        if f.last_skip.as_ref().is_none_or(|l| ev.at >= l.event.at) {
+            f.last_skip = Some(*e);
+        }
+    });
+    let mut facts: HashMap<String, WindowFacts> = by_id
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let last_skip = f.last_skip.map(|e| LastSkip {
+                scheduled_at: e.event.scheduled_at,
+                at: e.event.at,
+                instance: e.event.instance.map(str::to_owned),
+                reason: skip_reason(e.detail),
                 holder: holder(e.detail).map(str::to_owned),
                 detail: e.detail.map(str::to_owned),
             });
-        }
-    });
+            let facts = WindowFacts {
+                starts: f.starts,
+                skips: f.skips,
+                reasons: f.reasons,
+                last_skip,
+            };
+            (names.by_id(i as u32).to_owned(), facts)
+        })
+        .collect();
 
     let lease_views: Vec<LeaseView> = leases
         .iter()

@@ -103,8 +103,11 @@ pub(crate) struct Names {
     display: Vec<Arc<str>>,
     /// Undeclared names kept: `None` all, `Some(list)` those `--job` names.
     keep: Option<Vec<String>>,
-    /// Every ledger name met, and what it is shown as (shared, so a row costs no copy).
-    cache: HashMap<String, Option<Arc<str>>>,
+    /// Every ledger name met, and the number and name it is shown with (shared, so a
+    /// row costs no copy).
+    cache: HashMap<String, Option<(u32, Arc<str>)>>,
+    /// The names shown, by number.
+    by_id: Vec<Arc<str>>,
 }
 
 impl Names {
@@ -140,10 +143,16 @@ impl Names {
             display,
             keep,
             cache: HashMap::new(),
+            by_id: Vec::new(),
         }
     }
 
     pub(crate) fn shown(&mut self, name: &str) -> Option<Arc<str>> {
+        self.numbered(name).map(|(_, n)| n)
+    }
+
+    /// The name `name` is shown with, and its number (`0..` in the order met).
+    pub(crate) fn numbered(&mut self, name: &str) -> Option<(u32, Arc<str>)> {
         if let Some(v) = self.cache.get(name) {
             return v.clone();
         }
@@ -161,9 +170,29 @@ impl Names {
                     _ => Some(Arc::from(name)),
                 },
             };
+            let v = v.map(|shown| {
+                let id = match self.by_id.iter().position(|n| *n == shown) {
+                    Some(i) => i as u32,
+                    None => {
+                        self.by_id.push(shown.clone());
+                        self.by_id.len() as u32 - 1
+                    }
+                };
+                (id, shown)
+            });
             self.cache.insert(name.to_owned(), v.clone());
             v
         }
+    }
+
+    /// The name shown with number `id`.
+    pub(crate) fn by_id(&self, id: u32) -> &str {
+        &self.by_id[id as usize]
+    }
+
+    /// How many names are shown.
+    pub(crate) fn len(&self) -> usize {
+        self.by_id.len()
     }
 }
 
@@ -186,11 +215,11 @@ impl TailSink for Side {
     fn event(&mut self, e: &TailEvent<'_>) {
         self.rows += 1;
         let ev = &e.event;
-        let Some(job) = self.names.shown(ev.job) else {
+        let Some((id, job)) = self.names.numbered(ev.job) else {
             return;
         };
         if ev.scheduled_at >= self.keep_from {
-            self.window.push_event(e);
+            self.window.push_event(e, id);
         }
         self.counters.event(&job, e, &self.open);
         match ev.event {

@@ -29,6 +29,8 @@ struct PackedEvent {
     at: Timestamp,
     fence: Option<i64>,
     attempt: Option<u32>,
+    /// The job's number (`live::Names`).
+    job_id: u32,
     event: EventKind,
     status: Option<Status>,
     trigger: Trigger,
@@ -80,6 +82,8 @@ pub struct WindowEvent<'a> {
     pub event: EventRef<'a>,
     pub fence: Option<i64>,
     pub detail: Option<&'a str>,
+    /// The job's number, as it was pushed.
+    pub job_id: u32,
 }
 
 /// The window's rows.
@@ -102,8 +106,8 @@ impl Window {
         }
     }
 
-    /// Keeps an event row.
-    pub fn push_event(&mut self, e: &TailEvent<'_>) {
+    /// Keeps an event row of the job numbered `job_id`.
+    pub fn push_event(&mut self, e: &TailEvent<'_>, job_id: u32) {
         if self.events.last().is_none_or(|c| c.rows.len() == CHUNK) {
             self.events.push(Chunk::new());
         }
@@ -120,6 +124,7 @@ impl Window {
             at: ev.at,
             fence: e.fence,
             attempt: ev.attempt,
+            job_id,
             event: ev.event,
             status: ev.status,
             trigger: ev.trigger,
@@ -157,7 +162,12 @@ impl Window {
     }
 
     /// Every event row whose slot is in `[from, to)`, in the order read.
-    pub fn events(&self, from: Timestamp, to: Timestamp, f: &mut dyn FnMut(&WindowEvent<'_>)) {
+    pub fn events<'w>(
+        &'w self,
+        from: Timestamp,
+        to: Timestamp,
+        f: &mut dyn FnMut(&WindowEvent<'w>),
+    ) {
         for c in &self.events {
             if c.newest < from {
                 continue;
@@ -182,6 +192,7 @@ impl Window {
                     },
                     fence: p.fence,
                     detail: c.str(p.detail),
+                    job_id: p.job_id,
                 });
             }
         }
@@ -240,7 +251,7 @@ mod tests {
         let mut w = Window::new();
         for i in 0..(CHUNK as i64 + 10) {
             let run = format!("r{i}");
-            w.push_event(&ev(&run, at(i), Some("held by host-b")));
+            w.push_event(&ev(&run, at(i), Some("held by host-b")), 3);
         }
         let (from, to) = (at(3600), at(86_400));
         let mut n = 0;
@@ -248,6 +259,7 @@ mod tests {
             assert!(e.event.scheduled_at >= from);
             assert_eq!(e.detail, Some("held by host-b"));
             assert_eq!(e.fence, Some(7));
+            assert_eq!(e.job_id, 3);
             n += 1;
         });
         assert_eq!(n, CHUNK + 10 - 3600);

@@ -55,9 +55,8 @@ impl Format {
     }
 }
 
-/// A label value, escaped (`\`, `"`, newline).
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+/// A label value, escaped (`\`, `"`, newline), onto `out`.
+fn esc(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -66,23 +65,19 @@ fn esc(s: &str) -> String {
             c => out.push(c),
         }
     }
-    out
 }
 
-/// A sample value: integers as integers, `NaN`/`+Inf` spelled as the formats want.
-fn num(v: f64) -> String {
+/// A sample value onto `out`: integers as integers, `NaN`/`+Inf` spelled as the formats
+/// want.
+fn num(out: &mut String, v: f64) {
     if v.is_nan() {
-        "NaN".into()
+        out.push_str("NaN");
     } else if v.is_infinite() {
-        if v > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        }
+        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
+        let _ = write!(out, "{}", v as i64);
     } else {
-        format!("{v}")
+        let _ = write!(out, "{v}");
     }
 }
 
@@ -95,53 +90,55 @@ impl Out {
     /// `HELP`, `TYPE` (and `UNIT`) of a family. `name` is the family's name: without
     /// `_total` for a counter.
     fn family(&mut self, name: &str, kind: &str, unit: Option<&str>, help: &str) {
-        let typed = match (self.format, kind) {
-            (Format::Text, "counter") => format!("{name}_total"),
-            _ => name.to_owned(),
+        let total = if self.format == Format::Text && kind == "counter" {
+            "_total"
+        } else {
+            ""
         };
-        let _ = writeln!(self.s, "# HELP {typed} {help}");
-        let _ = writeln!(self.s, "# TYPE {typed} {kind}");
+        let _ = writeln!(self.s, "# HELP {name}{total} {help}");
+        let _ = writeln!(self.s, "# TYPE {name}{total} {kind}");
         if let (Format::OpenMetrics, Some(u)) = (self.format, unit) {
             let _ = writeln!(self.s, "# UNIT {name} {u}");
         }
     }
 
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: f64) {
+    /// One sample of `name` + `suffix` (`_total`, `_bucket`…).
+    fn sample(&mut self, name: &str, suffix: &str, labels: &[(&str, &str)], v: f64) {
         self.s.push_str(name);
+        self.s.push_str(suffix);
         if !labels.is_empty() {
             self.s.push('{');
             for (i, (k, val)) in labels.iter().enumerate() {
                 if i > 0 {
                     self.s.push(',');
                 }
-                let _ = write!(self.s, "{k}=\"{}\"", esc(val));
+                self.s.push_str(k);
+                self.s.push_str("=\"");
+                esc(&mut self.s, val);
+                self.s.push('"');
             }
             self.s.push('}');
         }
-        let _ = writeln!(self.s, " {}", num(v));
+        self.s.push(' ');
+        num(&mut self.s, v);
+        self.s.push('\n');
     }
 
     fn hist(&mut self, name: &str, job: &str, h: &Hist) {
-        for (le, c) in h.cumulative() {
-            let le = match le {
+        let mut le = String::new();
+        for (bound, c) in h.cumulative() {
+            le.clear();
+            match bound {
                 Some(b) if self.format == Format::OpenMetrics && b.fract() == 0.0 => {
-                    format!("{b:.1}")
+                    let _ = write!(le, "{b:.1}");
                 }
-                Some(b) => num(b),
-                None => "+Inf".to_owned(),
-            };
-            self.sample(
-                &format!("{name}_bucket"),
-                &[("job_name", job), ("le", &le)],
-                c as f64,
-            );
+                Some(b) => num(&mut le, b),
+                None => le.push_str("+Inf"),
+            }
+            self.sample(name, "_bucket", &[("job_name", job), ("le", &le)], c as f64);
         }
-        self.sample(&format!("{name}_sum"), &[("job_name", job)], h.sum);
-        self.sample(
-            &format!("{name}_count"),
-            &[("job_name", job)],
-            h.count as f64,
-        );
+        self.sample(name, "_sum", &[("job_name", job)], h.sum);
+        self.sample(name, "_count", &[("job_name", job)], h.count as f64);
     }
 }
 
@@ -174,12 +171,14 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
     for &job in jobs.keys() {
         let c = counters(job);
         o.sample(
-            "batchguard_runs_total",
+            "batchguard_runs",
+            "_total",
             &[("job_name", job), ("outcome", "succeeded")],
             c.succeeded as f64,
         );
         o.sample(
-            "batchguard_runs_total",
+            "batchguard_runs",
+            "_total",
             &[("job_name", job), ("outcome", "failed")],
             c.failed as f64,
         );
@@ -192,7 +191,8 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
     );
     for &job in jobs.keys() {
         o.sample(
-            "batchguard_runs_started_total",
+            "batchguard_runs_started",
+            "_total",
             &[("job_name", job)],
             counters(job).started as f64,
         );
@@ -208,7 +208,8 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         for r in SKIP_REASONS {
             let n = c.skips.get(r).copied().unwrap_or(0);
             o.sample(
-                "batchguard_skips_total",
+                "batchguard_skips",
+                "_total",
                 &[("job_name", job), ("reason", r)],
                 n as f64,
             );
@@ -222,7 +223,8 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
     );
     for &job in jobs.keys() {
         o.sample(
-            "batchguard_dead_letters_total",
+            "batchguard_dead_letters",
+            "_total",
             &[("job_name", job)],
             counters(job).dead_lettered as f64,
         );
@@ -263,6 +265,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         if let Some(t) = counters(job).last_success {
             o.sample(
                 "batchguard_last_success_timestamp_seconds",
+                "",
                 &[("job_name", job)],
                 t.as_millisecond() as f64 / 1000.0,
             );
@@ -308,7 +311,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         o.family(name, "gauge", None, help);
         for &job in jobs.keys() {
             if let Some(v) = fig(job).and_then(get) {
-                o.sample(name, &[("job_name", job)], v);
+                o.sample(name, "", &[("job_name", job)], v);
             }
         }
     }
@@ -318,15 +321,16 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         None,
         "Alerts firing now, by kind (latency, missed, stale_lease, overrun).",
     );
+    let mut firing: BTreeMap<(&str, AlertKind), u64> = BTreeMap::new();
+    for a in &snap.alerts {
+        *firing.entry((a.job.as_str(), a.kind)).or_default() += 1;
+    }
     for &job in jobs.keys() {
         for k in AlertKind::ALL {
-            let n = snap
-                .alerts
-                .iter()
-                .filter(|a| a.job == job && a.kind == k)
-                .count();
+            let n = firing.get(&(job, k)).copied().unwrap_or(0);
             o.sample(
                 "batchguard_alerts_firing",
+                "",
                 &[("job_name", job), ("alert", k.as_str())],
                 n as f64,
             );
@@ -347,6 +351,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         for (job, t) in drills {
             o.sample(
                 "batchguard_last_passed_drill_timestamp_seconds",
+                "",
                 &[("job_name", job)],
                 t.as_millisecond() as f64 / 1000.0,
             );
@@ -358,7 +363,12 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         Some("seconds"),
         "The window of the slot gauges.",
     );
-    o.sample("batchguard_window_seconds", &[], snap.window.since_s as f64);
+    o.sample(
+        "batchguard_window_seconds",
+        "",
+        &[],
+        snap.window.since_s as f64,
+    );
     o.family(
         "batchguard_ledger_rows_read",
         "counter",
@@ -366,7 +376,8 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         "Ledger rows read (events and outputs).",
     );
     o.sample(
-        "batchguard_ledger_rows_read_total",
+        "batchguard_ledger_rows_read",
+        "_total",
         &[],
         snap.input.rows_read as f64,
     );
@@ -377,7 +388,8 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         "Ledger rows that could not be read.",
     );
     o.sample(
-        "batchguard_ledger_rows_rejected_total",
+        "batchguard_ledger_rows_rejected",
+        "_total",
         &[],
         snap.input.rows_rejected as f64,
     );
@@ -387,7 +399,12 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         Some("seconds"),
         "What the last refresh took.",
     );
-    o.sample("batchguard_refresh_seconds", &[], snap.refresh_ms / 1000.0);
+    o.sample(
+        "batchguard_refresh_seconds",
+        "",
+        &[],
+        snap.refresh_ms / 1000.0,
+    );
     if format == Format::OpenMetrics {
         o.s.push_str("# EOF\n");
     }
