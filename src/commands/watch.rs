@@ -78,6 +78,9 @@ pub(super) fn run(args: WatchArgs) -> Result<Outcome, Error> {
     }
     // The first refresh reads the whole ledger: a source that cannot be read stops here,
     // before the screen is taken.
+    if tty && std::io::stderr().is_terminal() {
+        eprintln!("batchguard watch: reading {} ...", live.source);
+    }
     let first = live.refresh().map_err(live_error)?;
     if tty && args.format == WatchFormat::Pretty {
         return screen::run(&mut live, first, interval, deadline, args.exit_on_alert);
