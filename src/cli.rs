@@ -54,6 +54,12 @@ pub enum Command {
         #[arg(last = true)]
         argv: Vec<String>,
     },
+    /// A live table of the jobs: what runs now, skips and who held the lock, durations,
+    /// latency, missed slots, leases, alerts (refreshed every few seconds; q quits).
+    Watch(WatchArgs),
+    /// Serve the ledger's figures as Prometheus/OpenMetrics at /metrics, or write them for
+    /// node_exporter's textfile collector.
+    Metrics(MetricsArgs),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -190,11 +196,16 @@ pub struct AuditArgs {
     pub drills: Option<String>,
     /// Window start (inclusive), RFC 3339: slots are selected by scheduled_at. Its offset
     /// is the report's zone unless --timezone says otherwise.
-    #[arg(long, value_parser = parse_window_start)]
-    pub from: WindowStart,
+    #[arg(long, value_parser = parse_window_start, conflicts_with = "since")]
+    pub from: Option<WindowStart>,
     /// Window end (exclusive), RFC 3339.
-    #[arg(long, value_parser = parse_timestamp)]
-    pub to: jiff::Timestamp,
+    #[arg(long, value_parser = parse_timestamp, conflicts_with = "since")]
+    pub to: Option<jiff::Timestamp>,
+    /// The window that ends now, instead of --from/--to: `30m`, `2h`, `1h30m`, `7d`. Now is
+    /// the ledger's clock: PostgreSQL's now() for a postgres:// ledger, the host's for
+    /// SQLite (as `run` takes it) and files.
+    #[arg(long, value_parser = parse_since)]
+    pub since: Option<u64>,
     #[arg(long, value_enum, default_value_t = AuditFormat::Pretty)]
     pub format: AuditFormat,
     /// Write the report to FILE instead of stdout.
@@ -377,6 +388,90 @@ pub enum StoreAction {
     Flush,
 }
 
+/// `batchguard watch`: the store (or a ledger) followed as it grows.
+#[derive(clap::Args, Debug)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub source: LiveArgs,
+    /// The window the figures are over: the last D (`30m`, `2h`, `1d`).
+    #[arg(long, value_parser = parse_since, default_value = "30m")]
+    pub since: u64,
+    /// Time between refreshes.
+    #[arg(long, value_parser = parse_since, default_value = "2s")]
+    pub interval: u64,
+    /// Print the figures once and exit (off a terminal, for scripts and pipelines).
+    #[arg(long)]
+    pub once: bool,
+    /// `pretty`: the table; `json`: the figures (with --once one object, else one per
+    /// refresh, a line each).
+    #[arg(long, value_enum, default_value_t = WatchFormat::Pretty)]
+    pub format: WatchFormat,
+    /// Exit 1 as soon as an alert fires (a deploy pipeline's "watch for 30 minutes" step).
+    #[arg(long)]
+    pub exit_on_alert: bool,
+    /// Stop after D (`30m`) with exit 0 if nothing made it stop before.
+    #[arg(long = "for", value_parser = parse_since, value_name = "D")]
+    pub for_: Option<u64>,
+}
+
+/// `batchguard metrics`: Prometheus metrics of the store (or a ledger).
+#[derive(clap::Args, Debug)]
+pub struct MetricsArgs {
+    #[command(flatten)]
+    pub source: LiveArgs,
+    /// The window of the gauges (missed and failed slots, contention, alerts); counters and
+    /// histograms count every row.
+    #[arg(long, value_parser = parse_since, default_value = "24h")]
+    pub since: u64,
+    /// Serve /metrics on ADDR (`127.0.0.1:9464`, `:9464` for every interface).
+    #[arg(
+        long,
+        required_unless_present = "textfile",
+        conflicts_with = "textfile"
+    )]
+    pub listen: Option<String>,
+    /// Write the metrics once to FILE (`*.prom`, replaced atomically) for node_exporter's
+    /// textfile collector, and exit.
+    #[arg(long)]
+    pub textfile: Option<PathBuf>,
+}
+
+/// Where `watch` and `metrics` read.
+#[derive(clap::Args, Debug)]
+pub struct LiveArgs {
+    /// Lock store (its leases, its clock and, without --ledger, its ledger tables):
+    /// sqlite:PATH or postgres://…
+    #[arg(long, required_unless_present = "ledger")]
+    pub store: Option<String>,
+    /// Ledger to follow instead of the store's tables: sqlite:PATH, postgres://… or a
+    /// JSONL file.
+    #[arg(long)]
+    pub ledger: Option<String>,
+    /// Outputs of a file ledger (a database ledger's own table otherwise).
+    #[arg(long)]
+    pub outputs: Option<String>,
+    /// Manifest files or directories (repeatable): expected slots and the alerts'
+    /// thresholds.
+    #[arg(long = "manifest")]
+    pub manifests: Vec<PathBuf>,
+    /// Only this job, `name` or `service/name` (repeatable).
+    #[arg(long = "job")]
+    pub jobs: Vec<String>,
+    /// Config file: check severities in [rules] (default: batchguard.toml found by walking
+    /// up from the current directory).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// IANA zone for ledger timestamps written without an offset (refused otherwise).
+    #[arg(long)]
+    pub assume_tz: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WatchFormat {
+    Pretty,
+    Json,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum AuditFormat {
     Pretty,
@@ -412,6 +507,17 @@ pub enum SchemaKind {
     Manifest,
     Config,
     Ledger,
+}
+
+/// A window length: `30m`, `2h`, `1h30m`, `7d`.
+fn parse_since(s: &str) -> Result<u64, String> {
+    match crate::manifest::duration::Duration::parse(s.trim()) {
+        Ok(d) if d.secs() > 0 => Ok(d.secs()),
+        Ok(_) => Err("a length of time must be more than zero (30m, 2h, 1d)".into()),
+        Err(e) => Err(format!(
+            "not a length of time such as 30m, 2h, 1h30m or 7d: {e}"
+        )),
+    }
 }
 
 /// An RFC 3339 instant. clap prints the value before the message, so the message says

@@ -20,6 +20,7 @@ pub(crate) mod guard;
 pub(crate) mod init;
 pub mod ledger;
 pub mod lint;
+pub mod live;
 pub mod manifest;
 pub(crate) mod process;
 pub mod project;

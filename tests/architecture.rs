@@ -68,6 +68,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "db", "guard", "ledger", "manifest", "process", "snapshot", "store", "text",
         ],
     ),
+    // Live views: the ledger followed as it grows, judged by the audit, with the store's
+    // leases (watch, metrics).
+    (
+        "live",
+        &[
+            "audit", "config", "db", "ledger", "manifest", "store", "text",
+        ],
+    ),
     // Views of the model and the analyses.
     ("slots", &["manifest", "schedule", "text"]),
     ("schema", &["config", "ledger", "manifest"]),
@@ -79,7 +87,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "report",
         &[
-            "audit", "drill", "finding", "lint", "manifest", "project", "sources", "text",
+            "audit", "drill", "finding", "lint", "live", "manifest", "project", "sources", "text",
         ],
     ),
     ("cli", &["ledger", "manifest"]),

@@ -20,6 +20,9 @@ pub struct RunOptions {
     pub snapshots: Option<PathBuf>,
     pub from: Timestamp,
     pub to: Timestamp,
+    /// `--since`: the window is the last this many seconds before the ledger's clock
+    /// (`from` and `to` are then not read).
+    pub since: Option<u64>,
     pub assume_tz: Option<String>,
     /// Draw a progress bar on stderr (only when stderr is a terminal).
     pub progress: bool,
@@ -77,8 +80,9 @@ fn named(src: &Source, message: String) -> String {
 const FIRST_REASONS: usize = 5;
 
 pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
-    if o.from >= o.to {
-        return Err(CannotRun(format!("--from {} is not before --to {}", o.from, o.to)).into());
+    let (from, to) = window(o)?;
+    if from >= to {
+        return Err(CannotRun(format!("--from {from} is not before --to {to}")).into());
     }
     // One did-you-mean for zones everywhere (abbreviations like KST name their IANA zone).
     let zone = |flag: &str, z: &str| {
@@ -152,8 +156,8 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
         _ => None,
     };
     let opts = AuditOptions {
-        from: o.from,
-        to: o.to,
+        from,
+        to,
         snapshots: o.snapshots.clone(),
         with_manifest: !o.manifests.is_empty(),
         with_outputs: outputs.is_some(),
@@ -343,9 +347,24 @@ fn read_drills(
     Ok(DrillInput::Read { read, cadence_s })
 }
 
+/// `--from`/`--to`, or with `--since` the window that ends at the ledger's clock (SPEC 7.1:
+/// PostgreSQL's `now()`; the host's for SQLite, as `run` reads it, and for files).
+fn window(o: &RunOptions) -> Result<(Timestamp, Timestamp), AuditError> {
+    let Some(since) = o.since else {
+        return Ok((o.from, o.to));
+    };
+    let src = Source::parse_as(&o.ledger, o.ledger_format).map_err(|e| CannotRun(e.0))?;
+    let to = crate::ledger::tail::clock(&src).map_err(|e| CannotRun(named(&src, e.0)))?;
+    let from = i64::try_from(since)
+        .ok()
+        .and_then(|s| to.checked_sub(jiff::SignedDuration::from_secs(s)).ok())
+        .ok_or_else(|| CannotRun("--since reaches before the earliest instant".into()))?;
+    Ok((from, to))
+}
+
 /// `[rules]` of `batchguard.toml`: a check set to `off` reports nothing, `warning` and
 /// `error` change its severity (and so the exit code under `--fail-on`).
-fn apply_severities(r: &mut AuditResult, settings: &crate::config::Settings) {
+pub fn apply_severities(r: &mut AuditResult, settings: &crate::config::Settings) {
     r.findings
         .retain_mut(|f| match settings.severity(f.code, f.name, f.severity) {
             Some(sev) => {

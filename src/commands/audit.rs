@@ -12,6 +12,20 @@ use std::path::PathBuf;
 pub(super) fn run(args: AuditArgs) -> Result<Outcome, Error> {
     // The config is looked for above the current directory: the ledger need not be a file.
     let settings = settings_for(args.config, &[PathBuf::from(".")])?;
+    let (from, to) = match (&args.from, args.to, args.since) {
+        (_, _, Some(_)) => (None, jiff::Timestamp::UNIX_EPOCH),
+        (Some(f), Some(t), None) => (Some(f.clone()), t),
+        (f, t, None) => {
+            let missing = match (f, t) {
+                (None, None) => "--since D, or --from and --to",
+                (None, Some(_)) => "--from (with --to), or --since D alone",
+                _ => "--to (with --from), or --since D alone",
+            };
+            return Err(Error::Audit(format!(
+                "audit needs a window: give {missing} (`--since 30m` audits the half hour that ends now)"
+            )));
+        }
+    };
     let opts = RunOptions {
         settings,
         ledger: args.ledger,
@@ -19,10 +33,11 @@ pub(super) fn run(args: AuditArgs) -> Result<Outcome, Error> {
         manifests: args.manifests,
         snapshots: args.snapshots,
         drills: args.drills,
-        from: args.from.at,
-        from_offset: args.from.offset,
+        from: from.as_ref().map_or(jiff::Timestamp::UNIX_EPOCH, |f| f.at),
+        from_offset: from.as_ref().and_then(|f| f.offset),
         timezone: args.timezone,
-        to: args.to,
+        to,
+        since: args.since,
         assume_tz: args.assume_tz,
         progress: std::io::stderr().is_terminal(),
         jobs: args.jobs,

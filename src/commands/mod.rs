@@ -13,11 +13,13 @@ mod explain;
 mod graph;
 mod init;
 mod lint;
+mod metrics;
 mod rules;
 mod run;
 mod schema;
 mod slots;
 mod store;
+mod watch;
 
 use crate::cli::{Command, FailOn};
 use crate::config::{self, ConfigError, Settings};
@@ -85,6 +87,9 @@ pub enum Error {
     Write { path: String, why: String },
     #[error("`{rule}` is not a rule code or name{hint}; `batchguard rules` lists them")]
     UnknownRule { rule: String, hint: String },
+    /// `watch` or `metrics` could not read what they follow.
+    #[error("{0}")]
+    Live(String),
     /// The lock store could not be opened or read; `action` is `store`, `store flush`…
     /// The drill could not run (SPEC 7.3).
     #[error("{0}")]
@@ -112,7 +117,10 @@ impl Error {
                 .collect(),
             Error::Store { action, message } => format!("batchguard {action}: {message}\n"),
             Error::Drill(m) => format!("batchguard drill: {m}\n"),
-            e @ (Error::Audit(_) | Error::Write { .. } | Error::UnknownRule { .. }) => {
+            e @ (Error::Audit(_)
+            | Error::Live(_)
+            | Error::Write { .. }
+            | Error::UnknownRule { .. }) => {
                 format!("error: {e}\n")
             }
         }
@@ -134,6 +142,8 @@ pub fn dispatch(command: Command) -> Result<Outcome, Error> {
         Command::Store(args) => store::run(args),
         Command::Drill(args) => drill::run(args),
         Command::DrillJob { argv } => Ok(Outcome::Code(crate::drill::shim::main(&argv))),
+        Command::Watch(args) => watch::run(args),
+        Command::Metrics(args) => metrics::run(args),
         Command::Completions { shell } => completions::run(shell),
     }
 }

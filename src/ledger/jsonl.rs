@@ -52,24 +52,40 @@ fn parse_line<R: LedgerRow>(
     name: &str,
     line: u64,
 ) -> Result<R, RowError> {
+    with_fields(buf, R::COLUMNS, name, line, &mut |fields| {
+        R::from_fields(fields, opts, name, line)
+    })
+}
+
+/// What is done with a row's text fields.
+pub(crate) type OnFields<'f, T> = dyn FnMut(&[Option<&str>]) -> Result<T, RowError> + 'f;
+
+/// One JSON line as the text fields of `columns` (`fields[i]` is the value of
+/// `columns[i]`, `None` when absent, `null` or empty), handed to `f`: the one parse every
+/// JSONL reader shares (the audit's, and the tail that `watch` follows a file with).
+pub(crate) fn with_fields<T>(
+    buf: &[u8],
+    columns: &'static [&'static str],
+    name: &str,
+    line: u64,
+    f: &mut OnFields<'_, T>,
+) -> Result<T, RowError> {
     let mut de = serde_json::Deserializer::from_slice(buf);
-    let values = RowSeed {
-        columns: R::COLUMNS,
-    }
-    .deserialize(&mut de)
-    .and_then(|v| de.end().map(|()| v))
-    .map_err(|e| {
-        let msg = e.to_string();
-        let suffix = format!(" at line {} column {}", e.line(), e.column());
-        let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
-        row_error(
-            name,
-            line,
-            None,
-            format!("invalid JSON at column {}: {msg}", e.column()),
-        )
-    })?;
-    let ncols = R::COLUMNS.len();
+    let values = RowSeed { columns }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| {
+            let msg = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
+            row_error(
+                name,
+                line,
+                None,
+                format!("invalid JSON at column {}: {msg}", e.column()),
+            )
+        })?;
+    let ncols = columns.len();
     let mut fields: [Option<&str>; MAX_COLUMNS] = [None; MAX_COLUMNS];
     for (i, v) in values.iter().enumerate().take(ncols) {
         match v {
@@ -83,13 +99,13 @@ fn parse_line<R: LedgerRow>(
                 return Err(row_error(
                     name,
                     line,
-                    Some(R::COLUMNS[i]),
+                    Some(columns[i]),
                     format!("expected a string or number, found {kind}"),
                 ));
             }
         }
     }
-    R::from_fields(&fields[..ncols], opts, name, line)
+    f(&fields[..ncols])
 }
 
 #[derive(Default)]

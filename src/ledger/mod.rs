@@ -254,6 +254,7 @@ pub mod jsonl;
 pub mod mysql;
 pub mod read;
 pub mod sql;
+pub mod tail;
 pub mod time;
 
 pub use read::{ReadOptions, Source, read_event_refs, read_events, read_output_refs, read_outputs};

@@ -40,7 +40,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, SourceError> {
 }
 
 /// A PostgreSQL connection within [`db::CONNECT_TIMEOUT`], failures named after `shown`.
-async fn connect(
+pub(crate) async fn connect(
     options: &sqlx::postgres::PgConnectOptions,
     shown: &str,
     fail: impl Fn(&str, sqlx::Error) -> SourceError,
@@ -56,7 +56,7 @@ async fn connect(
 
 /// Builds `SELECT` expressions for the row kind's columns from the table's (name, type)
 /// list; `None` for absent columns.
-pub(super) fn select_list<R: LedgerRow>(
+pub(crate) fn select_list<R: LedgerRow>(
     table_columns: &[(String, String)],
     expr: impl Fn(&str, &str) -> String,
 ) -> ([Option<usize>; MAX_COLUMNS], String) {
@@ -228,7 +228,7 @@ pub(crate) fn postgres_has_table(url: &str, table: &str) -> Result<bool, SourceE
 
 /// A driver message without the driver's internals: sqlx's "error returned from
 /// database: " prefix and the server source position (" at line 948") are noise to a user.
-pub(super) fn plain(m: String) -> String {
+pub(crate) fn plain(m: String) -> String {
     let m = m
         .strip_prefix("error returned from database: ")
         .map(str::to_owned)

@@ -8,9 +8,12 @@ pub mod audit_pretty;
 pub mod drill;
 pub mod github;
 pub mod json;
+pub mod openmetrics;
 pub mod pretty;
 pub mod rules;
 pub mod sarif;
+pub mod watch_json;
+pub mod watch_table;
 
 use crate::finding::Finding;
 use crate::text::{Secrets, SourceFile};

@@ -203,6 +203,20 @@ pub struct LeaseRow {
     pub secs_left: i64,
 }
 
+/// A lease its holder has not released, live or past its `lease_until` (the holder died
+/// or hangs): what `watch` and `metrics` show.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldLease {
+    pub key: String,
+    pub job: String,
+    pub scheduled_at: Timestamp,
+    pub holder: String,
+    pub run_id: String,
+    pub fence: i64,
+    pub acquired_at: Timestamp,
+    pub lease_until: Timestamp,
+}
+
 /// A slot's last known state, for `store status`.
 #[derive(Clone, Debug)]
 pub struct SlotRow {
@@ -244,6 +258,14 @@ pub trait Store {
     fn as_ledger(&mut self) -> &mut dyn ledger::Ledger;
     fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError>;
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError>;
+    /// Every lease not released (live, or expired with its holder gone), with the store's
+    /// clock at the read. A store that cannot list them says so; `watch` and `metrics`
+    /// then show the ledger's view only.
+    fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
+        Err(StoreError(
+            "this store does not list its leases, so live leases are not shown".into(),
+        ))
+    }
 }
 
 /// Opens the store a URL names, creating a SQLite file and its tables on first use (a

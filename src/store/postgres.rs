@@ -18,8 +18,8 @@
 
 use super::ledger::{Batch, Ledger};
 use super::{
-    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
-    Refusal, SlotRow, SlotState, Store, StoreError, rfc3339,
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, rfc3339,
 };
 use jiff::Timestamp;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
@@ -584,6 +584,42 @@ WHERE state = 'held' AND lease_until > now(){filter} ORDER BY key",
                 })
             })
             .collect())
+    }
+
+    fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
+        // The clock rides along in a last row of its own, so an empty table still has it.
+        let sql = format!(
+            "SELECT key, job, {}, holder, run_id, fence::text, {}, {}, {} FROM batchguard_leases
+WHERE state = 'held'
+UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {}",
+            us("scheduled_at"),
+            us("acquired_at"),
+            us("lease_until"),
+            us("now()"),
+            us("now()"),
+        );
+        let mut rows = self.query(sql, "cannot read the leases")?;
+        let now = self
+            .tick(&rows)
+            .ok_or_else(|| self.unexpected("cannot read the leases"))?;
+        rows.pop();
+        let mut leases: Vec<HeldLease> = rows
+            .iter()
+            .filter_map(|r| {
+                Some(HeldLease {
+                    key: r[0].clone()?,
+                    job: r[1].clone()?,
+                    scheduled_at: parse_us(&r[2])?,
+                    holder: r[3].clone()?,
+                    run_id: r[4].clone()?,
+                    fence: r[5].as_deref()?.parse().ok()?,
+                    acquired_at: parse_us(&r[6])?,
+                    lease_until: parse_us(&r[7])?,
+                })
+            })
+            .collect();
+        leases.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok((leases, now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

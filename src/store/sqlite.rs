@@ -4,8 +4,8 @@
 
 use super::ledger::{Batch, Ledger};
 use super::{
-    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
-    Refusal, SlotRow, SlotState, Store, StoreError, micros, rfc3339,
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, micros, rfc3339,
 };
 use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
@@ -459,6 +459,35 @@ impl Store for SqliteStore {
                 secs_left: ((r.get::<i64, _>(6) - now_us).max(0) + 999_999) / 1_000_000,
             })
             .collect())
+    }
+
+    fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
+        let now = (self.clock)();
+        let rows = self.rt.block_on(
+            sqlx::query(
+                "SELECT key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until \
+                 FROM batchguard_leases WHERE state = 'held' ORDER BY key",
+            )
+            .fetch_all(&mut self.conn),
+        );
+        let rows = rows.map_err(|e| self.fail("cannot read the leases", e))?;
+        let us = |v: i64| Timestamp::from_microsecond(v).unwrap_or(Timestamp::UNIX_EPOCH);
+        let leases = rows
+            .iter()
+            .filter_map(|r| {
+                Some(HeldLease {
+                    key: r.try_get(0).ok()?,
+                    job: r.try_get(1).ok()?,
+                    scheduled_at: r.try_get::<String, _>(2).ok()?.parse().ok()?,
+                    holder: r.try_get(3).ok()?,
+                    run_id: r.try_get(4).ok()?,
+                    fence: r.try_get(5).ok()?,
+                    acquired_at: us(r.try_get(6).ok()?),
+                    lease_until: us(r.try_get(7).ok()?),
+                })
+            })
+            .collect();
+        Ok((leases, now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

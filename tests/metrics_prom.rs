@@ -1,0 +1,377 @@
+//! `batchguard metrics` as Prometheus sees it: the real Prometheus server (Debian's
+//! `prometheus` package) scrapes `/metrics` on loopback and a PromQL query returns the
+//! number of runs the ledger holds; `promtool check metrics` accepts what `/metrics` and
+//! `--textfile` write. Each wait is for an observable fact (a port in a log line, a query
+//! answer), with a deadline only to fail instead of hanging.
+
+#[path = "common/live.rs"]
+mod live;
+
+use live::{Case, bin, manifest, mins, minute, now, ok};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether `tool` is on PATH; in CI it must be (`.ci/run` installs Debian's prometheus).
+fn need(tool: &str) -> bool {
+    let here = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !here {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{tool} is required in CI (.ci/run installs the prometheus package)"
+        );
+        eprintln!("skipped: {tool} is not on PATH (apt-get install prometheus)");
+    }
+    here
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A GET on loopback: (status line, body).
+fn get(port: u16, path: &str, accept: Option<&str>) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{accept}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("response");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// `batchguard metrics --listen 127.0.0.1:0` and the port it says it serves on.
+fn serve(c: &Case) -> (Killed, u16) {
+    let mut child = c
+        .cmd(&[
+            "metrics",
+            "--store",
+            &c.url(),
+            "--manifest",
+            "m.batchguard.yaml",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("metrics starts");
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .expect("its first line");
+    let port = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches("/metrics").parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (Killed(child), port)
+}
+
+/// A store where `run` ran `n` slots of `settle` (one of them failing) and one instance
+/// was refused a slot that had succeeded.
+fn store(n: i64) -> (Case, i64) {
+    let c = Case::sqlite(&manifest(&[(
+        "settle",
+        "* * * * *",
+        "1s",
+        "1m",
+        "    retry:\n      max_attempts: 1\n",
+    )]));
+    let url = c.url();
+    let first = minute(now()) - mins(n);
+    for k in 0..n {
+        let slot = live::ts(first + mins(k));
+        let cmd = if k == 1 { "false" } else { "true" };
+        c.bg(&[
+            "run",
+            "--manifest",
+            "m.batchguard.yaml",
+            "--job",
+            "settle",
+            "--store",
+            &url,
+            "--scheduled-at",
+            &slot,
+            "--instance",
+            "host-a",
+            "--",
+            cmd,
+        ]);
+    }
+    let slot = live::ts(first);
+    ok(&c.bg(&[
+        "run",
+        "--manifest",
+        "m.batchguard.yaml",
+        "--job",
+        "settle",
+        "--store",
+        &url,
+        "--scheduled-at",
+        &slot,
+        "--instance",
+        "host-b",
+        "--",
+        "true",
+    ]));
+    (c, n)
+}
+
+#[test]
+fn prometheus_scrapes_the_run_count_the_ledger_holds() {
+    if !need("prometheus") {
+        return;
+    }
+    let (c, runs) = store(4);
+    let (_metrics, port) = serve(&c);
+
+    // A free port for Prometheus's own web server.
+    let web = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = c.path("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: batchguard\n    static_configs:\n      - targets: [\"127.0.0.1:{port}\"]\n"
+        ),
+    )
+    .unwrap();
+    let _prom = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", c.path("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts"),
+    );
+
+    let query = |q: &str| -> Option<serde_json::Value> {
+        let s = TcpStream::connect(("127.0.0.1", web)).ok()?;
+        drop(s);
+        let path = format!("/api/v1/query?query={}", urlencode(q));
+        let (status, body) = get(web, &path, None);
+        if !status.contains("200") {
+            return None;
+        }
+        serde_json::from_str(&body).ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let total = loop {
+        let v = query("sum(batchguard_runs_total)");
+        let got = v.as_ref().and_then(|v| {
+            v["data"]["result"][0]["value"][1]
+                .as_str()
+                .map(str::to_owned)
+        });
+        if let Some(n) = got {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never answered with the runs: {v:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(total, runs.to_string(), "every run the ledger holds");
+    // By outcome, under the batch job's own label (the scrape keeps `job` for itself).
+    let failed = query("batchguard_runs_total{job_name=\"settle\",outcome=\"failed\"}").unwrap();
+    assert_eq!(failed["data"]["result"][0]["value"][1], "1");
+    assert_eq!(failed["data"]["result"][0]["metric"]["job"], "batchguard");
+    let skips =
+        query("sum by (reason) (batchguard_skips_total{reason=\"already_succeeded\"})").unwrap();
+    assert_eq!(skips["data"]["result"][0]["value"][1], "1");
+    // The scrape was read as OpenMetrics (what Prometheus asks for first) without error.
+    let (_, targets) = get(web, "/api/v1/targets", None);
+    let t: serde_json::Value = serde_json::from_str(&targets).unwrap();
+    let target = &t["data"]["activeTargets"][0];
+    assert_eq!(target["health"], "up", "{target}");
+    assert_eq!(target["lastError"], "", "{target}");
+}
+
+#[test]
+fn promtool_accepts_what_metrics_and_the_textfile_write() {
+    if !need("promtool") {
+        return;
+    }
+    let (c, _) = store(3);
+    let check = |text: &str| {
+        let mut p = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool");
+        p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let o = p.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "promtool check metrics: {}{}\n{text}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let (_m, port) = serve(&c);
+    let (status, body) = get(port, "/metrics", None);
+    assert!(status.contains("200 OK"), "{status}");
+    assert!(
+        body.contains("batchguard_runs_total{job_name=\"settle\",outcome=\"succeeded\"} 2"),
+        "{body}"
+    );
+    check(&body);
+
+    // OpenMetrics when asked for it: counters typed by family, units, `# EOF`.
+    let (_, om) = get(
+        port,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    );
+    assert!(om.contains("# TYPE batchguard_runs counter\n"), "{om}");
+    assert!(
+        om.contains("# UNIT batchguard_run_duration_seconds seconds\n"),
+        "{om}"
+    );
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    assert_eq!(get(port, "/nothing", None).0, "HTTP/1.1 404 Not Found");
+
+    let file = c.path("batchguard.prom");
+    ok(&c.bg(&[
+        "metrics",
+        "--store",
+        &c.url(),
+        "--manifest",
+        "m.batchguard.yaml",
+        "--textfile",
+        file.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !text.contains("# EOF"),
+        "the textfile collector reads the classic format"
+    );
+    check(&text);
+    // A name node_exporter would not read is refused.
+    let o = Command::new(bin())
+        .args(["metrics", "--store", &c.url(), "--textfile", "metrics.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("*.prom"));
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The Grafana dashboard in `examples/` queries only metrics `metrics` writes, in PromQL
+/// that promtool parses (as recording rules, Grafana's variables given values).
+#[test]
+fn the_grafana_dashboard_queries_metrics_that_exist() {
+    if !need("promtool") {
+        return;
+    }
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string("examples/grafana-dashboard.json").unwrap())
+            .expect("the dashboard is JSON");
+    let mut exprs = Vec::new();
+    for p in dash["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().expect("targets") {
+            exprs.push(t["expr"].as_str().expect("an expr").to_owned());
+        }
+    }
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let (c, _) = store(2);
+    // A drill record, so the drill gauge is there to be queried too.
+    c.exec(
+        "CREATE TABLE batchguard_drills (job TEXT, scheduled_at TEXT, at TEXT, passed INTEGER, \
+         scenarios TEXT, report_digest TEXT); INSERT INTO batchguard_drills VALUES \
+         ('settle', '2026-03-01T02:00:00Z', '2026-03-02T10:00:00Z', 1, 'clean', 'sha256:00')",
+    );
+    let file = c.path("m.prom");
+    ok(&c.bg(&[
+        "metrics",
+        "--store",
+        &c.url(),
+        "--manifest",
+        "m.batchguard.yaml",
+        "--textfile",
+        file.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(
+            "batchguard_last_passed_drill_timestamp_seconds{job_name=\"settle\"} 1772445600"
+        ),
+        "{text}"
+    );
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, e) in exprs.iter().enumerate() {
+        let e = e
+            .replace("$job_name", ".*")
+            .replace("$__rate_interval", "1m");
+        let mut rest = e.as_str();
+        while let Some(k) = rest.find("batchguard_") {
+            let name: String = rest[k..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&format!("{name}{{"))
+                        || l.starts_with(&format!("{name} "))),
+                "the dashboard queries {name}, which metrics does not write"
+            );
+            rest = &rest[k + name.len()..];
+        }
+        rules.push_str(&format!(
+            "      - record: dashboard:panel{i}\n        expr: {}\n",
+            serde_json::to_string(&e).unwrap()
+        ));
+    }
+    let path = c.path("dashboard.rules.yml");
+    std::fs::write(&path, rules).unwrap();
+    let o = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

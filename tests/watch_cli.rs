@@ -1,0 +1,170 @@
+//! `watch` and `metrics` on the command line: off a terminal a line (or a JSON object)
+//! per refresh until `--for` or an alert, a JSONL ledger apart from the store, and what
+//! cannot be read refused with exit 2 and a message that says why.
+
+#[path = "common/live.rs"]
+mod live;
+
+use live::{Case, manifest, mins, minute, now, ok};
+
+fn hourly_case() -> (Case, jiff::Timestamp) {
+    let slot = minute(now() - mins(20));
+    let hourly = format!("{} * * * *", live::minute_of_hour(slot));
+    let c = Case::sqlite(&manifest(&[("j", &hourly, "1m", "10m", "")]));
+    (c, slot)
+}
+
+#[test]
+fn off_a_terminal_each_refresh_is_a_line_until_for_ends() {
+    let (c, slot) = hourly_case();
+    c.run("r1", "j", slot, slot + mins(1), Some(slot + mins(2)));
+    let url = c.url();
+    let o = c.bg(&[
+        "watch",
+        "--store",
+        &url,
+        "--manifest",
+        "m.batchguard.yaml",
+        "--since",
+        "1h",
+        "--interval",
+        "1s",
+        "--for",
+        "1s",
+    ]);
+    ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let first = text.lines().next().expect("a line per refresh");
+    assert!(
+        first.contains("jobs 1  running 0  starts 1  skips 0  missed 0  failed 0  alerts 0"),
+        "{text}"
+    );
+
+    // JSON lines, and --exit-on-alert stops at the first refresh that has one.
+    let o = c.bg(&[
+        "watch",
+        "--store",
+        &url,
+        "--manifest",
+        "m.batchguard.yaml",
+        "--since",
+        "3h",
+        "--format",
+        "json",
+        "--exit-on-alert",
+        "--for",
+        "1m",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<&str> = std::str::from_utf8(&o.stdout).unwrap().lines().collect();
+    assert_eq!(lines.len(), 1, "it stopped at the first refresh");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(
+        v["alerts"][0]["kind"], "missed",
+        "the two slots before it were never run"
+    );
+    assert_eq!(v["jobs"][0]["missed"], 2);
+}
+
+#[test]
+fn a_jsonl_ledger_apart_from_the_store_is_followed() {
+    let (c, slot) = hourly_case();
+    let ledger = c.path("ledger.jsonl");
+    // `run --ledger` writes the ledger apart; the store keeps the leases.
+    let o = c.bg(&[
+        "run",
+        "--manifest",
+        "m.batchguard.yaml",
+        "--job",
+        "j",
+        "--store",
+        &c.url(),
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--scheduled-at",
+        &live::ts(slot),
+        "--instance",
+        "host-a",
+        "--",
+        "true",
+    ]);
+    ok(&o);
+    let o = c.bg(&[
+        "watch",
+        "--store",
+        &c.url(),
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--manifest",
+        "m.batchguard.yaml",
+        "--since",
+        "1h",
+        "--once",
+        "--format",
+        "json",
+    ]);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["metrics"]["succeeded"], 1);
+    assert_eq!(v["jobs"][0]["last_outcome"]["outcome"], "succeeded");
+    assert!(
+        v["source"].as_str().unwrap().contains("ledger.jsonl"),
+        "{}",
+        v["source"]
+    );
+    // Without a manifest: the ledger's jobs, without expected slots.
+    let o = c.bg(&[
+        "watch",
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--once",
+        "--format",
+        "json",
+    ]);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["job"], "j");
+    assert_eq!(v["jobs"][0]["declared"], false);
+}
+
+#[test]
+fn what_cannot_be_followed_is_refused_with_the_reason() {
+    let (c, _) = hourly_case();
+    std::fs::write(c.path("l.csv"), "run_id,job,scheduled_at,event,at\n").unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["watch", "--store", "sqlite:nowhere.db", "--once"],
+            "no such store",
+        ),
+        (
+            &["watch", "--ledger", "l.csv", "--once"],
+            "cannot be followed as it grows",
+        ),
+        (
+            &[
+                "watch",
+                "--store",
+                &c.url(),
+                "--manifest",
+                "m.batchguard.yaml",
+                "--job",
+                "k",
+                "--once",
+            ],
+            "--job `k` is no job of the manifests",
+        ),
+        (&["watch", "--once"], "--store"),
+        (&["metrics", "--store", &c.url()], "--listen"),
+    ];
+    for (args, message) in cases {
+        let o = c.bg(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+}

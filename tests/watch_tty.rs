@@ -1,0 +1,240 @@
+//! The live table as a person sees it: `batchguard watch` in a real terminal (tmux, with
+//! a server of this test's own), while one instance holds a slot's lock and another,
+//! woken by the same tick, was refused. The screen is read with `capture-pane` until it
+//! shows what the store says (no sleep has to be long enough: each wait is for a fact on
+//! the screen or a file, with a generous deadline only to fail instead of hanging).
+//!
+//! With `BATCHGUARD_SCREEN_CAPTURE=FILE` the test also writes the screen it read there
+//! (`docs/watch-screen.txt` is made that way).
+
+#[path = "common/live.rs"]
+mod live;
+
+use live::{Case, bin, manifest, minute, now, ok};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A tmux server of this test's own (its own socket), killed at the end.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new() -> Option<Tmux> {
+        let here = Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !here {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "tmux is required in CI (.ci/run installs it)"
+            );
+            eprintln!("skipped: tmux is not on PATH");
+            return None;
+        }
+        Some(Tmux {
+            socket: format!("bg-watch-{}", std::process::id()),
+        })
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "w"]).stdout).into_owned()
+    }
+
+    /// Waits until the screen satisfies `done`.
+    fn until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let s = self.screen();
+            if done(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the screen never showed {what}:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// The holder: a `run` whose command sleeps, in a process group of its own.
+struct Holder(std::process::Child);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        // SAFETY: signalling the process group this test started.
+        unsafe {
+            libc::kill(-(self.0.id() as i32), libc::SIGTERM);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_live_table_shows_a_running_job_and_a_skipped_slot_with_its_holder() {
+    let Some(tmux) = Tmux::new() else {
+        return;
+    };
+    let c = Case::sqlite(&manifest(&[
+        ("report", "* * * * *", "1s", "1m", ""),
+        (
+            "settle-payments",
+            "* * * * *",
+            "1m",
+            "10m",
+            "    alerts:\n      max_latency: 15m\n",
+        ),
+    ]));
+    let url = c.url();
+    let slot = live::ts(minute(now()));
+    let run = |job: &str, instance: &str, cmd: &[&str]| {
+        let mut a = vec![
+            "run",
+            "--manifest",
+            "m.batchguard.yaml",
+            "--job",
+            job,
+            "--store",
+            &url,
+            "--scheduled-at",
+            &slot,
+            "--instance",
+            instance,
+            "--",
+        ];
+        a.extend_from_slice(cmd);
+        c.cmd(&a)
+    };
+    ok(&run("report", "host-a", &["true"]).output().unwrap());
+    let mut holder = run("settle-payments", "host-a", &["sleep", "600"]);
+    holder
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let _holder = Holder(holder.spawn().expect("run starts"));
+    // The holder's `start` is in the ledger: the lock is taken.
+    let db = c.path("store.db");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while live_rows(
+        &db,
+        "SELECT count(*) FROM batchguard_events WHERE event = 'start' AND instance = 'host-a' AND job = 'settle-payments'",
+    ) == 0
+    {
+        assert!(Instant::now() < deadline, "the holder never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let skipped = run("settle-payments", "host-b", &["true"])
+        .output()
+        .unwrap();
+    ok(&skipped);
+    assert!(String::from_utf8_lossy(&skipped.stderr).contains("held by host-a"));
+
+    let exit_file = c.path("exit.txt");
+    let script = format!(
+        "cd '{}' && NO_COLOR=1 '{}' watch --store '{url}' --manifest m.batchguard.yaml --interval 1s; echo $? > '{}'",
+        c.dir.path().display(),
+        bin().display(),
+        exit_file.display()
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "w",
+        "-x",
+        "170",
+        "-y",
+        "32",
+        &script,
+    ]);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+
+    let screen = tmux.until("the running job and the skip", |s| {
+        s.contains("settle-payments") && s.contains("on host-a for") && s.contains("held by host-a")
+    });
+    let running = screen
+        .lines()
+        .find(|l| l.contains("on host-a for"))
+        .expect("a row runs");
+    assert!(running.contains("settle-payments"), "{running}");
+    let skips = screen
+        .lines()
+        .find(|l| l.contains("held by host-a"))
+        .unwrap();
+    assert!(
+        skips.contains("on host-b"),
+        "the refused instance is named: {skips}"
+    );
+    assert!(screen.contains(" leases "), "{screen}");
+    assert!(screen.contains("q: quit"), "{screen}");
+    if let Ok(path) = std::env::var("BATCHGUARD_SCREEN_CAPTURE") {
+        std::fs::write(path, &screen).expect("capture written");
+    }
+
+    // Narrower: the boxes are drawn again to the new width.
+    let resized = tmux.run(&["resize-window", "-t", "w", "-x", "110", "-y", "32"]);
+    assert!(
+        resized.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resized.stderr)
+    );
+    tmux.until("the table redrawn 110 columns wide", |s| {
+        s.lines()
+            .find(|l| l.contains(" jobs "))
+            .is_some_and(|l| l.chars().count() == 110 && l.ends_with('┐'))
+    });
+
+    let quit = tmux.run(&["send-keys", "-t", "w", "q"]);
+    assert!(quit.status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(code) = std::fs::read_to_string(&exit_file) {
+            assert_eq!(code.trim(), "0", "q quits with exit 0");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "q did not quit:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn live_rows(db: &std::path::Path, sql: &str) -> i64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+            .await
+            .expect("open");
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_one(&mut c)
+            .await
+            .expect("query")
+    })
+}
