@@ -606,6 +606,9 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
     }
     // Runs with a ledger apart: their directory names the ledger.
     for dir in dirs {
+        let Some(_claimed) = claim(&dir) else {
+            continue;
+        };
         let Ok(text) = std::fs::read(dir.join(RUN_META)) else {
             continue;
         };
@@ -647,6 +650,21 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(done)
+}
+
+/// Takes a run directory of a run with a ledger apart for its catch-up: an exclusive,
+/// non-blocking lock of its `run.json`, held until the directory is removed, so two
+/// processes catching up at once do not both append its outputs to a ledger that has no
+/// per-run check (a JSONL file). `None` when another process holds it or removed it.
+fn claim(dir: &Path) -> Option<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(dir.join(RUN_META)).ok()?;
+    // SAFETY: a valid descriptor, open for as long as the lock is needed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return None;
+    }
+    // Locked only after its holder removed the directory: nothing is left to write.
+    dir.join(RUN_META).is_file().then_some(f)
 }
 
 /// A run id: unique without coordination (time, pid and 64 random bits).
