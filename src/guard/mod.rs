@@ -600,6 +600,9 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
         if !file.is_file() {
             continue;
         }
+        let Some(_claimed) = claim(&dir) else {
+            continue;
+        };
         let (outputs, _) = classify::read_outputs(&file, Timestamp::now());
         done.written += st.ingest_abandoned(&run, &outputs)?;
         let _ = std::fs::remove_dir_all(&dir);
@@ -652,19 +655,20 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
     Ok(done)
 }
 
-/// Takes a run directory of a run with a ledger apart for its catch-up: an exclusive,
-/// non-blocking lock of its `run.json`, held until the directory is removed, so two
-/// processes catching up at once do not both append its outputs to a ledger that has no
-/// per-run check (a JSONL file). `None` when another process holds it or removed it.
+/// Takes a dead run's directory for its catch-up: an exclusive, non-blocking lock of the
+/// directory, held until it is removed, so two processes of this host catching up at once
+/// do not both write its outputs (a JSONL ledger has no per-run check, and a database's
+/// "no outputs of this run yet" test does not serialise two transactions that both run
+/// it). `None` when another process holds it or has removed it.
 fn claim(dir: &Path) -> Option<std::fs::File> {
     use std::os::unix::io::AsRawFd;
-    let f = std::fs::File::open(dir.join(RUN_META)).ok()?;
+    let f = std::fs::File::open(dir).ok()?;
     // SAFETY: a valid descriptor, open for as long as the lock is needed.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return None;
     }
     // Locked only after its holder removed the directory: nothing is left to write.
-    dir.join(RUN_META).is_file().then_some(f)
+    dir.is_dir().then_some(f)
 }
 
 /// A run id: unique without coordination (time, pid and 64 random bits).
