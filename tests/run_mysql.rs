@@ -333,3 +333,47 @@ fn fifty_contenders_on_one_slot_give_one_start_and_forty_nine_skips() {
         "{ev:#?}"
     );
 }
+
+#[test]
+fn outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once() {
+    let Some(db) = mysqldb::fresh("catchup") else {
+        return;
+    };
+    ok(&migrate(&db.url));
+    let case = Case::new("60s", NO_RETRY, r#"["true"]"#);
+    let d = case.dir.path();
+    // Forty runs that wrote `start` and died: no `end`, no live lease, their outputs on disk.
+    for i in 0..40 {
+        let run = format!("20260301T020000-1-dead{i}");
+        db.exec(&format!(
+            "INSERT INTO batchguard_events (run_id, job, scheduled_at, event, at, `trigger`) \
+             VALUES ('{run}', 'j', '2026-03-01T02:00:00.000000Z', 'start', '2026-03-01T02:00:01.000000Z', 'schedule')"
+        ));
+        let dir = d.join(".batchguard/runs").join(&run);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("outputs"), format!("a{i}\nb{i}\n")).unwrap();
+    }
+    let flushes: Vec<_> = (0..12)
+        .map(|_| {
+            Command::new(bin())
+                .current_dir(d)
+                .args(["store", "flush", "--store", &db.url])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for f in flushes {
+        let o = f.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let keys = db.rows("SELECT output_key FROM batchguard_outputs ORDER BY output_key");
+    assert_eq!(keys.len(), 80, "each output once: {keys:?}");
+    assert!(
+        std::fs::read_dir(d.join(".batchguard/runs"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}

@@ -456,3 +456,59 @@ fn fifty_contenders_on_one_slot_give_one_start_and_forty_nine_skips() {
         "{ev:#?}"
     );
 }
+
+#[test]
+fn outputs_of_a_dead_run_reach_the_ledger_apart_once_when_many_catch_up_at_once() {
+    let Some(r) = redisdb::fresh("catchup") else {
+        return;
+    };
+    let slot0 = slot(0);
+    let case = Case::new("60s", NO_RETRY, r#"["true"]"#);
+    let d = case.dir.path();
+    // What runs killed mid-run leave: their directories, naming the ledger they wrote to.
+    let runs: Vec<_> = (0..40)
+        .map(|i| {
+            let run = d.join(format!(".batchguard/runs/20260301T020000-1-dead{i}"));
+            std::fs::create_dir_all(&run).unwrap();
+            std::fs::write(
+                run.join("run.json"),
+                serde_json::json!({"store": r.url(), "ledger": "ledger.jsonl", "job": "j", "scheduled_at": slot0})
+                    .to_string(),
+            )
+            .unwrap();
+            std::fs::write(run.join("outputs"), format!("a{i}\nb{i}\n")).unwrap();
+            run
+        })
+        .collect();
+    let flushes: Vec<_> = (0..12)
+        .map(|_| {
+            Command::new(bin())
+                .current_dir(d)
+                .args(["store", "flush", "--store", &r.url()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut f in flushes {
+        assert!(f.wait().unwrap().success());
+    }
+    let outputs = std::fs::read_to_string(d.join("ledger.outputs.jsonl")).unwrap();
+    let mut keys: Vec<String> = outputs
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["output_key"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    keys.sort();
+    let mut want: Vec<String> = (0..40)
+        .flat_map(|i| [format!("a{i}"), format!("b{i}")])
+        .collect();
+    want.sort();
+    assert_eq!(keys, want, "each output once");
+    assert!(runs.iter().all(|r| !r.exists()));
+}

@@ -46,8 +46,9 @@ pub const MAX_KEY_CHARS: usize = 512;
 /// several (one transaction still), below the servers' default `max_allowed_packet`.
 const MAX_PACKET: usize = 4 << 20;
 
-/// ER_LOCK_DEADLOCK: InnoDB rolled the transaction back; it is sent again.
-const DEADLOCK: &str = "1213";
+/// ER_LOCK_DEADLOCK, and ER_AUTOINC_READ_FAILED (what InnoDB answers when the deadlock was
+/// on a table's auto-increment lock): the transaction was rolled back; it is sent again.
+const DEADLOCKS: [u16; 2] = [1213, 1467];
 
 pub struct MysqlStore {
     rt: tokio::runtime::Runtime,
@@ -213,7 +214,9 @@ fn outputs_inserts(j: &str, s: &str, r: &str, outputs: &[OutputRow]) -> Vec<Stri
 }
 
 /// The statements of a ledger write: events and outputs of one run, skipped (`@bg_done`)
-/// when the batch has an `end` and that run's `end` is already written.
+/// when the batch has an `end` and that run's `end` is already written. The test is a
+/// `SELECT … INTO`, a consistent read: as `SET @v = (SELECT …)` InnoDB would take shared
+/// gap locks that two concurrent writers' inserts then deadlock on.
 fn ledger_statements(
     job: &str,
     scheduled_at: Timestamp,
@@ -225,7 +228,7 @@ fn ledger_statements(
     let (j, s, r) = (lit(job), ts(scheduled_at), lit(run_id));
     let mut out = vec![if once {
         format!(
-            "SET @bg_done = EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end')"
+            "SELECT EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end') INTO @bg_done"
         )
     } else {
         "SET @bg_done = FALSE".to_owned()
@@ -422,20 +425,17 @@ impl MysqlStore {
             match self.query_once(&sql) {
                 Ok(rows) => return Ok(rows),
                 Err(Some(e)) => {
-                    let code = e
+                    let number = e
                         .as_database_error()
-                        .and_then(|d| d.code())
-                        .map(|c| c.into_owned());
+                        .and_then(|d| d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+                        .map(|m| m.number());
                     let _ = self.query_once("ROLLBACK");
-                    if code.as_deref() == Some(DEADLOCK) && tries < 2 {
+                    if number.is_some_and(|n| DEADLOCKS.contains(&n)) && tries < 3 {
                         tries += 1;
                         continue;
                     }
-                    let missing = code.as_deref() == Some("42S02")
-                        || e.as_database_error().is_some_and(|d| {
-                            d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                                .is_some_and(|m| m.number() == 1146)
-                        });
+                    // ER_NO_SUCH_TABLE.
+                    let missing = number == Some(1146);
                     let hint = if missing {
                         format!(
                             "; this database has no batchguard tables yet: create them with `batchguard store migrate --store '{}'`",
@@ -583,7 +583,9 @@ impl Store for MysqlStore {
         let (j, s, r) = (lit(&run.job), ts(run.scheduled_at), lit(&run.run_id));
         let mut stmts = vec![
             "START TRANSACTION".to_owned(),
-            format!("SET @bg_done = EXISTS (SELECT 1 FROM batchguard_outputs WHERE run_id = {r})"),
+            format!(
+                "SELECT EXISTS (SELECT 1 FROM batchguard_outputs WHERE run_id = {r}) INTO @bg_done"
+            ),
         ];
         stmts.extend(outputs_inserts(&j, &s, &r, keys));
         stmts.push("COMMIT".to_owned());
