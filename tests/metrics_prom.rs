@@ -315,11 +315,11 @@ fn the_grafana_dashboard_queries_metrics_that_exist() {
     assert!(exprs.len() >= 10, "{exprs:?}");
     let (c, _) = store(2);
     // A drill record, so the drill gauge is there to be queried too.
-    c.exec(
-        "CREATE TABLE batchguard_drills (job TEXT, scheduled_at TEXT, at TEXT, passed INTEGER, \
-         scenarios TEXT, report_digest TEXT); INSERT INTO batchguard_drills VALUES \
-         ('settle', '2026-03-01T02:00:00Z', '2026-03-02T10:00:00Z', 1, 'clean', 'sha256:00')",
-    );
+    c.exec(&format!(
+        "{} INSERT INTO batchguard_drills VALUES \
+         ('settle', '2026-03-01T02:00:00Z', '2026-03-02T10:00:00Z', 1, 'clean:passed', 'sha256:00')",
+        include_str!("../schemas/drills.sqlite.sql")
+    ));
     let file = c.path("m.prom");
     ok(&c.bg(&[
         "metrics",
