@@ -446,7 +446,10 @@ pub fn capture(spec: &Capture) -> Result<Captured, CaptureError> {
     std::thread::spawn(move || {
         let _ = tx.send(wait_exited(pid));
     });
-    let deadline = started + spec.timeout;
+    // A timeout past what the clock holds is the longest one it does.
+    let deadline = started
+        .checked_add(spec.timeout)
+        .unwrap_or(started + Duration::from_secs(100 * 365 * 86_400));
     let term_at = deadline.checked_sub(spec.grace).unwrap_or(started);
     let left = |at: Instant| at.saturating_duration_since(Instant::now());
     let mut timed_out = false;

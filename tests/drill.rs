@@ -40,6 +40,22 @@ fn drill(args: &[&str]) -> (i32, Value, String) {
     (out.status.code().unwrap_or(-1), json, stderr)
 }
 
+/// [`drill`] of `job` in `manifest` over the example snapshot and its slot, then `rest`.
+fn drill_slot(manifest: &str, job: &str, rest: &[&str]) -> (i32, Value, String) {
+    let mut args = vec![
+        "--manifest",
+        manifest,
+        "--job",
+        job,
+        "--snapshot",
+        SNAPSHOT,
+        "--scheduled-at",
+        SLOT,
+    ];
+    args.extend_from_slice(rest);
+    drill(&args)
+}
+
 fn scenario<'a>(r: &'a Value, name: &str) -> &'a Value {
     r["scenarios"]
         .as_array()
@@ -120,16 +136,7 @@ fn the_idempotent_example_passes_every_scenario() {
     if !need_node(16) {
         return;
     }
-    let (code, r, err) = drill(&[
-        "--manifest",
-        MANIFEST,
-        "--job",
-        "settle-payments",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-    ]);
+    let (code, r, err) = drill_slot(MANIFEST, "settle-payments", &[]);
     assert_eq!(code, 0, "{err}\n{r:#}");
     assert_eq!(r["passed"], true);
     assert_eq!(r["counted_by"], "verify");
@@ -174,18 +181,11 @@ fn the_idempotent_job_counted_by_its_outputs_passes_too() {
         r#"["node", "examples/jobs/settle-idempotent.js", "--input", "{snapshot}"]"#,
         "",
     );
-    let (code, r, err) = drill(&[
-        "--manifest",
+    let (code, r, err) = drill_slot(
         m.to_str().unwrap(),
-        "--job",
         "settle",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-        "--scenarios",
-        "rerun,concurrent,stale",
-    ]);
+        &["--scenarios", "rerun,concurrent,stale"],
+    );
     assert_eq!(code, 0, "{err}\n{r:#}");
     assert_eq!(r["counted_by"], "outputs_file");
     let names: Vec<&str> = r["scenarios"]
@@ -207,16 +207,7 @@ fn the_naive_example_fails_rerun_crash_retry_and_stale_with_the_keys_it_doubled(
     if !need_node(16) {
         return;
     }
-    let (code, r, err) = drill(&[
-        "--manifest",
-        MANIFEST,
-        "--job",
-        "settle-payments-naive",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-    ]);
+    let (code, r, err) = drill_slot(MANIFEST, "settle-payments-naive", &[]);
     assert_eq!(code, 1, "{err}\n{r:#}");
     assert_eq!(r["passed"], false);
     assert_eq!(r["counted_by"], "outputs_file");
@@ -256,18 +247,7 @@ fn the_naive_example_fails_rerun_crash_retry_and_stale_with_the_keys_it_doubled(
 fn a_job_that_drops_records_fails_clean_with_the_missing_keys() {
     let dir = tempfile::tempdir().unwrap();
     let m = manifest(dir.path(), SH_DROPS, "");
-    let (code, r, err) = drill(&[
-        "--manifest",
-        m.to_str().unwrap(),
-        "--job",
-        "settle",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-        "--scenarios",
-        "clean",
-    ]);
+    let (code, r, err) = drill_slot(m.to_str().unwrap(), "settle", &["--scenarios", "clean"]);
     assert_eq!(code, 1, "{err}");
     let s = scenario(&r, "clean");
     assert_eq!(s["passed"], false);
@@ -297,18 +277,7 @@ fn outputs_that_name_no_record_are_unexpected() {
         r#"["sh", "-c", "sed -n 's/.*\"payment_id\":\"\\([^\"]*\\)\".*/\\1/p' \"$0\" >> \"$BATCHGUARD_OUTPUTS\"; echo ghost-1 >> \"$BATCHGUARD_OUTPUTS\"", "{snapshot}"]"#,
         "",
     );
-    let (code, r, _) = drill(&[
-        "--manifest",
-        m.to_str().unwrap(),
-        "--job",
-        "settle",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-        "--scenarios",
-        "clean",
-    ]);
+    let (code, r, _) = drill_slot(m.to_str().unwrap(), "settle", &["--scenarios", "clean"]);
     assert_eq!(code, 1);
     let s = scenario(&r, "clean");
     assert_eq!((n(s, "outputs"), n(s, "unexpected")), (41, 1));
@@ -334,18 +303,7 @@ fn normalized(mut r: Value) -> String {
 fn json_report_of_a_naive_shell_job() {
     let dir = tempfile::tempdir().unwrap();
     let m = manifest(dir.path(), SH_NAIVE, "");
-    let (code, r, err) = drill(&[
-        "--manifest",
-        m.to_str().unwrap(),
-        "--job",
-        "settle",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-        "--scenarios",
-        "rerun",
-    ]);
+    let (code, r, err) = drill_slot(m.to_str().unwrap(), "settle", &["--scenarios", "rerun"]);
     assert_eq!(code, 1, "{err}");
     insta::assert_snapshot!(normalized(r));
 }
@@ -423,20 +381,16 @@ fn a_snapshot_that_is_not_the_slots_input_stops_the_drill_before_the_job_runs() 
     );
     let ledger = write_ledger(dir.path(), &format!("sha256:{}", "0".repeat(64)));
     let sandbox = dir.path().join("sandbox");
-    let (code, r, err) = drill(&[
-        "--manifest",
+    let (code, r, err) = drill_slot(
         m.to_str().unwrap(),
-        "--job",
         "settle",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-        "--ledger",
-        ledger.to_str().unwrap(),
-        "--sandbox",
-        sandbox.to_str().unwrap(),
-    ]);
+        &[
+            "--ledger",
+            ledger.to_str().unwrap(),
+            "--sandbox",
+            sandbox.to_str().unwrap(),
+        ],
+    );
     assert_eq!(code, 1, "{err}");
     assert_eq!(r["passed"], false);
     assert_eq!(r["ledger_digest"]["matches"], false);
@@ -456,20 +410,11 @@ fn a_snapshot_that_is_not_the_slots_input_stops_the_drill_before_the_job_runs() 
     assert!(digest.starts_with("sha256:") && bytes.len() > 100);
     let ledger = write_ledger(dir.path(), &digest);
     let m = manifest(dir.path(), SH_NAIVE, "");
-    let (code, r, err) = drill(&[
-        "--manifest",
+    let (code, r, err) = drill_slot(
         m.to_str().unwrap(),
-        "--job",
         "settle",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-        "--ledger",
-        ledger.to_str().unwrap(),
-        "--scenarios",
-        "clean",
-    ]);
+        &["--ledger", ledger.to_str().unwrap(), "--scenarios", "clean"],
+    );
     assert_eq!(code, 0, "{err}\n{r:#}");
     assert_eq!(r["ledger_digest"]["matches"], true);
 
@@ -516,18 +461,7 @@ fn a_store_that_is_not_a_fresh_sandbox_is_refused_and_left_untouched() {
         format!("sqlite:{}", used.display()),
         "postgres://batchguard:hunter2@127.0.0.1:1/prod".to_owned(),
     ] {
-        let (code, _, err) = drill(&[
-            "--manifest",
-            m.to_str().unwrap(),
-            "--job",
-            "settle",
-            "--snapshot",
-            SNAPSHOT,
-            "--scheduled-at",
-            SLOT,
-            "--store",
-            &store,
-        ]);
+        let (code, _, err) = drill_slot(m.to_str().unwrap(), "settle", &["--store", &store]);
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("is not a fresh sandbox"), "{err}");
         assert!(!err.contains("hunter2"), "{err}");
@@ -538,20 +472,16 @@ fn a_store_that_is_not_a_fresh_sandbox_is_refused_and_left_untouched() {
     // A sqlite file that does not exist yet is a fresh sandbox: clean's store.
     let fresh = dir.path().join("fresh.db");
     let m = manifest(dir.path(), SH_NAIVE, "");
-    let (code, _, err) = drill(&[
-        "--manifest",
+    let (code, _, err) = drill_slot(
         m.to_str().unwrap(),
-        "--job",
         "settle",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-        "--scenarios",
-        "clean",
-        "--store",
-        &format!("sqlite:{}", fresh.display()),
-    ]);
+        &[
+            "--scenarios",
+            "clean",
+            "--store",
+            &format!("sqlite:{}", fresh.display()),
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let rows: Vec<(i64,)> = common::sqlite_rows(&fresh, "SELECT count(*) FROM batchguard_outputs");
     assert_eq!(rows[0].0, 40);
@@ -690,20 +620,11 @@ fn a_scenario_past_its_time_limit_fails_and_leaves_nothing_running() {
         ),
         "",
     );
-    let (code, r, err) = drill(&[
-        "--manifest",
+    let (code, r, err) = drill_slot(
         m.to_str().unwrap(),
-        "--job",
         "settle",
-        "--snapshot",
-        SNAPSHOT,
-        "--scheduled-at",
-        SLOT,
-        "--scenarios",
-        "clean",
-        "--time-limit",
-        "2s",
-    ]);
+        &["--scenarios", "clean", "--time-limit", "2s"],
+    );
     assert_eq!(code, 1, "{err}");
     let s = scenario(&r, "clean");
     assert!(
@@ -752,20 +673,16 @@ fn recorded_drills_give_au301_exactly_for_the_job_without_a_passing_drill() {
     .unwrap();
     let records = dir.path().join("drills.jsonl");
     for (name, want) in [("careful", 0), ("naive", 1)] {
-        let (code, _, err) = drill(&[
-            "--manifest",
+        let (code, _, err) = drill_slot(
             m.to_str().unwrap(),
-            "--job",
             name,
-            "--snapshot",
-            SNAPSHOT,
-            "--scheduled-at",
-            SLOT,
-            "--scenarios",
-            "rerun",
-            "--record",
-            records.to_str().unwrap(),
-        ]);
+            &[
+                "--scenarios",
+                "rerun",
+                "--record",
+                records.to_str().unwrap(),
+            ],
+        );
         assert_eq!(code, want, "{name}: {err}");
     }
     let lines: Vec<Value> = std::fs::read_to_string(&records)
@@ -814,4 +731,17 @@ fn recorded_drills_give_au301_exactly_for_the_job_without_a_passing_drill() {
         .collect();
     overdue.sort();
     assert_eq!(overdue, ["naive", "never-drilled"], "{a:#}");
+}
+
+#[test]
+fn a_time_limit_past_the_clock_is_no_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), SH_NAIVE, "");
+    let (code, r, err) = drill_slot(
+        m.to_str().unwrap(),
+        "settle",
+        &["--scenarios", "clean", "--time-limit", "99999999999d"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(scenario(&r, "clean")["passed"], true);
 }

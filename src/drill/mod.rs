@@ -243,7 +243,9 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
     }
     let root =
         sandbox::Root::new(opts.sandbox.as_deref(), opts.store.as_deref()).map_err(CannotRun)?;
-    let limit = opts.time_limit.unwrap_or(dj.expected * 10);
+    let limit = opts
+        .time_limit
+        .unwrap_or_else(|| dj.expected.saturating_mul(10));
     let cx = sandbox::Cx {
         exe: opts.exe.clone(),
         manifest: std::path::absolute(&opts.manifest)

@@ -240,7 +240,10 @@ pub fn signal_group(pgid: i32, sig: i32) {
 
 impl Cx {
     pub fn deadline(&self) -> Instant {
-        Instant::now() + self.limit
+        // A limit past what the clock can hold (`--time-limit 100000000d`) is no limit.
+        let now = Instant::now();
+        now.checked_add(self.limit)
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
     }
 
     /// Starts `batchguard run` for the drill's slot in `sb`, the tap in `mode` in front of
