@@ -6,7 +6,7 @@ mod common;
 use assert_cmd::Command;
 use batchguard::config::Settings;
 use batchguard::graph::{Format, render};
-use batchguard::lint::{LintOptions, run};
+use batchguard::lint::{LintOptions, WalkOptions, read_project, run};
 use common::NOW;
 use std::path::PathBuf;
 
@@ -55,4 +55,35 @@ fn graph_exits_0_and_2() {
         .args(["graph", "no/such/dir"])
         .assert()
         .code(2);
+}
+
+/// `graph` draws from the model alone: of the rules only those that mask values run, and
+/// the picture is the one lint's full run would draw, secrets redacted alike.
+#[test]
+fn graph_reads_the_model_without_judging_it() {
+    let now = NOW.parse().expect("fixed now");
+    let opts = LintOptions {
+        paths: vec![
+            PathBuf::from("fixtures/graph"),
+            PathBuf::from("fixtures/rules/BG801/bad"),
+            PathBuf::from("fixtures/corpus"),
+        ],
+        settings: Settings::default(),
+        now,
+    };
+    let linted = run(&opts);
+    let read = read_project(&opts, WalkOptions::default());
+    assert!(
+        linted.findings.iter().any(|f| !f.rule.masks),
+        "the tree has findings of rules that do not mask"
+    );
+    assert!(
+        read.findings.iter().any(|f| f.rule.masks),
+        "the masking rule still runs"
+    );
+    let judged: Vec<_> = read.findings.iter().filter(|f| !f.rule.masks).collect();
+    assert!(judged.is_empty(), "graph judged: {judged:?}");
+    for format in [Format::Dot, Format::Mermaid] {
+        assert_eq!(render(&read, now, format), render(&linted, now, format));
+    }
 }

@@ -9,7 +9,8 @@ pub(super) fn run(args: GraphArgs) -> Result<Outcome, Error> {
     let paths = paths_or_cwd(args.paths);
     let settings = settings_for(args.config, &paths)?;
     let now = args.now.unwrap_or_else(jiff::Timestamp::now);
-    // The model lint checks, without the cross-file rules: the picture needs no findings.
+    // The model lint checks. The picture needs no findings: of the rules, only those that
+    // mask values run, so it redacts each secret lint would.
     let run = lint::read_project(
         &LintOptions {
             paths,

@@ -120,6 +120,31 @@ pub struct FileCx<'a> {
     pub text: &'a str,
 }
 
+/// Which rules a reading runs. Lint runs every rule; `graph` builds the same model but
+/// runs only the rules declared to mask values ([`RuleMeta::masks`]), so that its picture
+/// redacts every secret lint would, and judges nothing else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checks {
+    All,
+    Masking,
+}
+
+impl Checks {
+    /// Whether a finding of `meta`'s rule is wanted: one test for the rules, the loader's
+    /// issues and the placeholder pass alike.
+    fn wants(self, meta: &RuleMeta) -> bool {
+        self == Checks::All || meta.masks
+    }
+
+    /// The per-file rules this reading runs.
+    fn rules(self) -> impl Iterator<Item = &'static dyn rule::Rule> {
+        rules::all()
+            .iter()
+            .copied()
+            .filter(move |r| self.wants(r.meta()))
+    }
+}
+
 pub struct LintOptions {
     pub paths: Vec<PathBuf>,
     pub settings: Settings,
@@ -511,7 +536,7 @@ pub fn run(opts: &LintOptions) -> LintRun {
 
 /// [`run`] with the walk's options (`--hidden`).
 pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
-    let mut run = read_project(opts, walk);
+    let mut run = read(opts, walk, Checks::All);
     let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
     run.jobs = analysis.groups.len();
     let mut all = std::mem::take(&mut run.findings);
@@ -523,10 +548,15 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     run
 }
 
-/// Discovery and reading: every file's model and the cross-file project, without the
-/// cross-file rules (what `graph` draws from). The per-file findings of the readers are
-/// still in it, and `jobs` is not counted.
+/// Discovery and reading: every file's model and the cross-file project, what `graph`
+/// draws from. No rule judges it but those that mask values ([`Checks::Masking`]), so
+/// `findings` holds only theirs, and `jobs` is not counted.
 pub fn read_project(opts: &LintOptions, walk: WalkOptions) -> LintRun {
+    read(opts, walk, Checks::Masking)
+}
+
+/// Discovery, reading and the per-file rules `checks` selects, file by file in parallel.
+fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
     let mut unreadable = Vec::new();
     let globs = std::sync::Arc::new(Globs::new(&opts.settings));
     let found = discover(opts, walk, &globs, &mut unreadable);
@@ -535,7 +565,7 @@ pub fn read_project(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
             Err(e) => Err((c.path.clone(), crate::text::io_reason(&e))),
-            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs)),
+            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs, checks)),
         })
         .collect();
     let mut run = LintRun {
@@ -623,24 +653,32 @@ fn lint_candidate(
     bytes: &[u8],
     opts: &LintOptions,
     globs: &Globs,
+    checks: Checks,
 ) -> Result<(FileKind, FileLint), String> {
     let source = |kind| {
+        let read_options = globs.read_options(&c.path);
         Ok((
             FileKind::Source(kind),
-            registrations::lint_source(kind, &c.path, bytes, opts, &globs.read_options(&c.path)),
+            registrations::lint_source(kind, &c.path, bytes, opts, &read_options, checks),
         ))
     };
     if let Some(kind) = globs.kind(&c.path) {
         return source(kind);
     }
     if is_manifest_name(&c.path) {
-        return Ok((FileKind::Manifest, read_manifest(&c.path, bytes, opts)));
+        return Ok((
+            FileKind::Manifest,
+            read_manifest(&c.path, bytes, opts, checks),
+        ));
     }
     if let Some(kind) = crate::sources::classify(&c.path, bytes, c.explicit) {
         return source(kind);
     }
     if (c.explicit || is_yaml(&c.path)) && looks_like_manifest(bytes) {
-        return Ok((FileKind::Manifest, read_manifest(&c.path, bytes, opts)));
+        return Ok((
+            FileKind::Manifest,
+            read_manifest(&c.path, bytes, opts, checks),
+        ));
     }
     Err(why_not_read(&c.path, bytes))
 }
@@ -674,7 +712,7 @@ pub fn diagnose_manifest(
 }
 
 pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
-    let mut r = read_manifest(path, bytes, opts);
+    let mut r = read_manifest(path, bytes, opts, Checks::All);
     let findings = std::mem::take(&mut r.findings);
     r.findings = apply_suppressions(std::slice::from_ref(&r.file), findings, &opts.settings);
     r
@@ -682,7 +720,7 @@ pub fn lint_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint 
 
 /// One manifest's findings before suppressions are judged (the run judges them once, at
 /// the end, with the project rules' findings).
-fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
+fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions, checks: Checks) -> FileLint {
     let (text, loaded) = load::load(bytes);
     // A file over the size limit is not looked at at all (one BG006); text that is not
     // UTF-8 is still shown, lossily, around the first bad byte.
@@ -698,6 +736,9 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
     let service = loaded.manifest.service_name(path);
     for d in &loaded.diags {
         let meta = rule_of(d.issue);
+        if !checks.wants(meta) {
+            continue;
+        }
         let at = |span| Location { file: 0, span };
         findings.push(
             Finding::new(meta, at(d.span), d.message.clone())
@@ -711,7 +752,7 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
             root,
             text: &file.text,
         };
-        for rule in crate::lint::rules::all() {
+        for rule in checks.rules() {
             let mut em = Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -724,8 +765,11 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions) -> FileLint {
         }
     }
     attribute_jobs(&loaded, &file, &mut findings);
-    run_job_rules(&loaded, &service, &file, opts, &mut findings);
-    placeholder::mark(&loaded, &file, &service, &mut findings);
+    run_job_rules(&loaded, &service, &file, opts, checks, &mut findings);
+    if checks == Checks::All {
+        // Its findings are the missing-value rules' (BG003, BG201 …), none of them masks.
+        placeholder::mark(&loaded, &file, &service, &mut findings);
+    }
     for f in &findings {
         if f.rule.masks {
             file.mask(f.at.span);
@@ -781,6 +825,7 @@ fn run_job_rules(
     service: &str,
     file: &SourceFile,
     opts: &LintOptions,
+    checks: Checks,
     out: &mut Vec<Finding>,
 ) {
     let manifest = &loaded.manifest;
@@ -814,7 +859,7 @@ fn run_job_rules(
             .get(i)
             .map(|r| (r.2.as_str(), Some(r.3)))
             .unwrap_or((cx.job_name(), None));
-        for rule in crate::lint::rules::all() {
+        for rule in checks.rules() {
             let mut em = Emitter {
                 meta: rule.meta(),
                 file: 0,

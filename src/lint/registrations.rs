@@ -1,5 +1,5 @@
 //! A registration source in lint: read it, run the file, registration and schedule rules
-//! on it.
+//! that the reading's [`Checks`](super::Checks) select on it.
 
 use crate::finding::{Finding, Location};
 use crate::schedule::Schedule;
@@ -21,6 +21,7 @@ pub fn lint_source(
     bytes: &[u8],
     opts: &super::LintOptions,
     read_options: &crate::sources::ReadOptions,
+    checks: super::Checks,
 ) -> super::FileLint {
     let read = crate::sources::read(kind, path, bytes, read_options);
     let mut file = SourceFile::new(path.to_path_buf(), super::display_path(path), read.text);
@@ -30,7 +31,7 @@ pub fn lint_source(
             root,
             text: &file.text,
         };
-        for rule in crate::lint::rules::all() {
+        for rule in checks.rules() {
             let mut em = super::rule::Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -44,6 +45,9 @@ pub fn lint_source(
     }
     for p in &read.problems {
         let meta = super::rule_of(p.issue);
+        if !checks.wants(meta) {
+            continue;
+        }
         findings.push(
             Finding::new(
                 meta,
@@ -67,7 +71,7 @@ pub fn lint_source(
             .and_then(|t| t.service.clone())
             .unwrap_or_default();
         let line = file.line_col(reg.span.start).0;
-        for rule in crate::lint::rules::all() {
+        for rule in checks.rules() {
             let mut em = super::rule::Emitter {
                 meta: rule.meta(),
                 file: 0,
@@ -80,7 +84,7 @@ pub fn lint_source(
         }
     }
     for reg in &read.registrations {
-        schedule_rules(reg, &file, opts, &mut findings);
+        schedule_rules(reg, &file, opts, checks, &mut findings);
     }
     for f in &mut findings {
         if f.service.as_deref() == Some("") {
@@ -108,6 +112,7 @@ fn schedule_rules(
     reg: &Registration,
     file: &SourceFile,
     opts: &super::LintOptions,
+    checks: super::Checks,
     out: &mut Vec<Finding>,
 ) {
     let Some(sched) = &reg.schedule else {
@@ -130,8 +135,8 @@ fn schedule_rules(
     };
     let line = file.line_col(reg.span.start).0;
     let before = out.len();
-    for rule in crate::lint::rules::all()
-        .iter()
+    for rule in checks
+        .rules()
         .filter(|r| r.meta().scope == crate::finding::Scope::Schedule)
     {
         let mut em = super::rule::Emitter {
