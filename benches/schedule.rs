@@ -1,7 +1,7 @@
 //! Slot enumeration, the audit's inner loop (SPEC 10: 1,000 jobs x 31 days under 0.5 s).
 //! Run: `cargo bench --bench schedule`
 
-use batchguard::schedule::{Dialect, Schedule};
+use batchguard::{Dialect, Schedule};
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;

@@ -4,7 +4,7 @@
 //! cargo run --release --example read_ledger -- DIR/events.csv [DIR/outputs.csv]
 //! ```
 
-use batchguard::ledger::{ReadOptions, Source, read_events, read_outputs};
+use batchguard::{LedgerReadOptions, LedgerSource, read_events, read_outputs};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -14,10 +14,10 @@ fn main() -> ExitCode {
         eprintln!("usage: read_ledger EVENTS_SOURCE [OUTPUTS_SOURCE]");
         return ExitCode::from(2);
     };
-    let opts = ReadOptions::default();
-    let run = || -> Result<(), batchguard::ledger::SourceError> {
+    let opts = LedgerReadOptions::default();
+    let run = || -> Result<(), batchguard::LedgerError> {
         let t = Instant::now();
-        let src = Source::parse(ledger)?;
+        let src = LedgerSource::parse(ledger)?;
         let (mut good, mut bad, mut bytes) = (0u64, 0u64, 0usize);
         let n = read_events(
             &src,
@@ -34,9 +34,9 @@ fn main() -> ExitCode {
             t.elapsed().as_secs_f64()
         );
         let out_src = match args.get(1) {
-            Some(o) => Some(Source::parse(o)?),
+            Some(o) => Some(LedgerSource::parse(o)?),
             None => match src {
-                Source::Sqlite(_) | Source::Postgres { .. } => Some(src.clone()),
+                LedgerSource::Sqlite(_) | LedgerSource::Postgres { .. } => Some(src.clone()),
                 _ => None,
             },
         };

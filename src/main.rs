@@ -1,7 +1,7 @@
 //! Thin entry point: parse arguments, dispatch to the command, map the result to an exit code.
 
-use batchguard::cli::Cli;
-use batchguard::commands::{self, CANNOT_RUN};
+use batchguard::CANNOT_RUN;
+use batchguard::Cli;
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -19,7 +19,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { CANNOT_RUN } else { 0 });
         }
     };
-    ExitCode::from(match commands::dispatch(cli.command) {
+    ExitCode::from(match batchguard::dispatch(cli.command) {
         Ok(outcome) => outcome.exit_code(),
         Err(e) => {
             eprint!("{}", e.render());

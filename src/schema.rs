@@ -50,3 +50,35 @@ enum LedgerRow {
 pub fn ledger() -> String {
     render::<LedgerRow>()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::manifest;
+
+    /// Every key the loader knows is in the schema, and the other way round: one declaration,
+    /// but a test makes sure it stays one.
+    #[test]
+    fn schema_keys_match_loader_keys() {
+        use crate::manifest::model::*;
+        let schema: serde_json::Value = serde_json::from_str(&manifest()).expect("schema is JSON");
+        let defs = &schema["definitions"];
+        for (name, fields) in [
+            ("Job", Job::FIELDS),
+            ("Lock", Lock::FIELDS),
+            ("Retry", Retry::FIELDS),
+            ("Runbook", Runbook::FIELDS),
+            ("Snapshot", Snapshot::FIELDS),
+            ("Alerts", Alerts::FIELDS),
+            ("Deployment", Deployment::FIELDS),
+        ] {
+            let props = defs[name]["properties"]
+                .as_object()
+                .unwrap_or_else(|| panic!("{name} has properties"));
+            let mut a: Vec<&str> = props.keys().map(String::as_str).collect();
+            let mut b: Vec<&str> = fields.to_vec();
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{name}");
+        }
+    }
+}

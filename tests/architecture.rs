@@ -184,3 +184,23 @@ fn the_table_names_real_modules() {
         }
     }
 }
+
+/// The public surface is the re-export list in `src/lib.rs`: a `pub mod` there would
+/// publish a whole module again, and the compiler would stop reporting its dead code.
+#[test]
+fn every_module_is_crate_private() {
+    let lib = std::fs::read_to_string("src/lib.rs").expect("src/lib.rs");
+    let public: Vec<&str> = lib
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            l.starts_with("pub mod ") || l.starts_with("pub(crate) mod ")
+        })
+        .collect();
+    assert!(
+        public.is_empty(),
+        "src/lib.rs: declare modules with `mod` and re-export what is public: {public:?}"
+    );
+    assert!(lib.contains("\nmod lint;\n"), "src/lib.rs declares its modules");
+}
+

@@ -1,8 +1,8 @@
 //! Every audit check fires on a crafted ledger and stays silent on its clean twin; DST-zone
 //! jobs are audited without false missed or duplicate runs.
 
-use batchguard::audit::{self, AuditOptions, AuditResult, Auditor};
-use batchguard::ledger::{Event, EventKind, Output, RowError, RowLocation, Status, Trigger};
+use batchguard::{AuditOptions, AuditResult, Auditor};
+use batchguard::{Event, EventKind, Output, RowError, RowLocation, Status, Trigger};
 use jiff::Timestamp;
 use std::path::PathBuf;
 
@@ -25,12 +25,12 @@ fn ts(s: &str) -> Timestamp {
     s.parse().expect("test timestamp")
 }
 
-fn jobs(yaml: &str) -> Vec<audit::AuditJob> {
-    let (_, loaded) = batchguard::manifest::load::load(yaml.as_bytes());
+fn jobs(yaml: &str) -> Vec<batchguard::AuditJob> {
+    let (_, loaded) = batchguard::load_manifest(yaml.as_bytes());
     let service = loaded
         .manifest
         .service_name(std::path::Path::new("x.batchguard.yaml"));
-    audit::jobs_from_manifest(&loaded, &service)
+    batchguard::jobs_from_manifest(&loaded, &service)
 }
 
 #[derive(Clone)]
@@ -354,11 +354,11 @@ fn snapshots(l: &mut Ledger, extra: &[(u32, &str)], skip: Option<u32>) -> tempfi
                 body.push_str(&format!("{{\"id\":\"{k}\"}}\n"));
             }
         }
-        let name = audit::snapshot::compact(hour(h));
+        let name = batchguard::snapshot_name(hour(h));
         std::fs::write(dir.path().join(format!("snap/settle/{name}.jsonl")), &body)
             .expect("write snapshot");
         find(l, &format!("r{h}"), EventKind::Start).snapshot_digest =
-            Some(audit::snapshot::digest(body.as_bytes()));
+            Some(batchguard::snapshot_digest(body.as_bytes()));
     }
     dir
 }

@@ -2,8 +2,8 @@
 //! one execution (in the slot of its first row), slots with many executions, and outputs
 //! folded on their own (`OutputTally`) with a job spelled `service/name` and `name`.
 
-use batchguard::audit::{self, AuditOptions, AuditResult, Auditor};
-use batchguard::ledger::{Event, EventKind, Output, Status, Trigger};
+use batchguard::{AuditOptions, AuditResult, Auditor};
+use batchguard::{Event, EventKind, Output, Status, Trigger};
 use jiff::{SignedDuration, Timestamp};
 
 const MANIFEST: &str = r#"
@@ -48,11 +48,11 @@ fn output(job: &str, run: &str, key: &str) -> Output {
 }
 
 fn audit(events: &[Event], outputs: &[Output], tally: bool) -> AuditResult {
-    let (_, loaded) = batchguard::manifest::load::load(MANIFEST.as_bytes());
+    let (_, loaded) = batchguard::load_manifest(MANIFEST.as_bytes());
     let service = loaded
         .manifest
         .service_name(std::path::Path::new("billing.batchguard.yaml"));
-    let jobs = audit::jobs_from_manifest(&loaded, &service);
+    let jobs = batchguard::jobs_from_manifest(&loaded, &service);
     let mut a = Auditor::new(
         jobs,
         AuditOptions {
@@ -167,7 +167,7 @@ fn outputs_tally_matches_the_fold_and_joins_job_spellings() {
 
 #[test]
 fn events_after_events_done_are_settled_at_finish() {
-    let (_, loaded) = batchguard::manifest::load::load(MANIFEST.as_bytes());
+    let (_, loaded) = batchguard::load_manifest(MANIFEST.as_bytes());
     let service = loaded
         .manifest
         .service_name(std::path::Path::new("billing.batchguard.yaml"));
@@ -179,7 +179,10 @@ fn events_after_events_done_are_settled_at_finish() {
         with_outputs: false,
     };
     let base = {
-        let mut a = Auditor::new(audit::jobs_from_manifest(&loaded, &service), opts.clone());
+        let mut a = Auditor::new(
+            batchguard::jobs_from_manifest(&loaded, &service),
+            opts.clone(),
+        );
         for e in clean() {
             a.event(e);
         }
@@ -189,7 +192,7 @@ fn events_after_events_done_are_settled_at_finish() {
     let mut ev = clean();
     let mut end = ev.remove(1);
     end.scheduled_at = hour(1);
-    let mut a = Auditor::new(audit::jobs_from_manifest(&loaded, &service), opts);
+    let mut a = Auditor::new(batchguard::jobs_from_manifest(&loaded, &service), opts);
     for e in ev {
         a.event(e);
     }

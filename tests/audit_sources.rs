@@ -8,8 +8,8 @@
 #[path = "common/mysqldb.rs"]
 mod mysqldb;
 
-use batchguard::audit::run::{RunOptions, run};
-use batchguard::ledger::{Event, Output, ReadOptions, Source, read_events, read_outputs};
+use batchguard::{AuditRunOptions, audit};
+use batchguard::{Event, LedgerReadOptions, LedgerSource, Output, read_events, read_outputs};
 use sqlx::{AssertSqlSafe, Connection};
 
 const FROM: &str = "2026-03-01T00:00:00+09:00";
@@ -25,16 +25,16 @@ fn rt() -> tokio::runtime::Runtime {
 /// The demo ledger's well-formed rows.
 fn demo() -> (Vec<Event>, Vec<Output>) {
     let (mut ev, mut out) = (Vec::new(), Vec::new());
-    let o = ReadOptions::default();
-    let src = Source::parse("fixtures/demo/events.csv").expect("src");
+    let o = LedgerReadOptions::default();
+    let src = LedgerSource::parse("fixtures/demo/events.csv").expect("src");
     read_events(&src, &o, &mut |e| ev.push(e), &mut |_| {}).expect("events");
-    let src = Source::parse("fixtures/demo/outputs.csv").expect("src");
+    let src = LedgerSource::parse("fixtures/demo/outputs.csv").expect("src");
     read_outputs(&src, &o, &mut |x| out.push(x), &mut |_| {}).expect("outputs");
     (ev, out)
 }
 
 fn audit_json(ledger: String, outputs: Option<String>) -> String {
-    let r = run(&RunOptions {
+    let r = audit(&AuditRunOptions {
         ledger,
         outputs,
         manifests: vec!["fixtures/demo/billing.batchguard.yaml".into()],
@@ -46,7 +46,7 @@ fn audit_json(ledger: String, outputs: Option<String>) -> String {
         ..Default::default()
     })
     .expect("audit runs");
-    batchguard::report::audit_json::render(&r)
+    batchguard::render_audit_json(&r)
 }
 
 fn opt(s: &Option<String>) -> String {
@@ -56,8 +56,7 @@ fn opt(s: &Option<String>) -> String {
 fn write_csv(dir: &std::path::Path, ev: &[Event], out: &[Output]) -> (String, String) {
     let (ep, op) = (dir.join("events.csv"), dir.join("outputs.csv"));
     let mut w = csv::Writer::from_path(&ep).expect("csv");
-    w.write_record(batchguard::ledger::read::EVENT_COLUMNS)
-        .expect("header");
+    w.write_record(batchguard::EVENT_COLUMNS).expect("header");
     for e in ev {
         w.write_record([
             e.run_id.clone(),
@@ -78,8 +77,7 @@ fn write_csv(dir: &std::path::Path, ev: &[Event], out: &[Output]) -> (String, St
     }
     w.flush().expect("flush");
     let mut w = csv::Writer::from_path(&op).expect("csv");
-    w.write_record(batchguard::ledger::read::OUTPUT_COLUMNS)
-        .expect("header");
+    w.write_record(batchguard::OUTPUT_COLUMNS).expect("header");
     for o in out {
         w.write_record([
             o.job.clone(),

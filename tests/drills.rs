@@ -11,9 +11,9 @@ mod common;
 #[path = "common/pgdb.rs"]
 mod pgdb;
 
-use batchguard::ledger::ReadOptions;
-use batchguard::ledger::drills::{self, DrillRead, DrillRecord, format_scenarios};
-use batchguard::store::drills::append;
+use batchguard::LedgerReadOptions;
+use batchguard::append_drill;
+use batchguard::{DrillRead, DrillRecord, format_scenarios};
 use common::{bg, sqlite_rows};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -64,15 +64,16 @@ fn three() -> Vec<DrillRecord> {
 }
 
 fn read(source: &str) -> DrillRead {
-    drills::read(source, &ReadOptions::default()).unwrap_or_else(|e| panic!("{source}: {e}"))
+    batchguard::read_drills(source, &LedgerReadOptions::default())
+        .unwrap_or_else(|e| panic!("{source}: {e}"))
 }
 
 fn round_trip(source: &str) {
     // A file is created by the first append: nothing to read before it.
-    let before = drills::read(source, &ReadOptions::default()).unwrap_or_default();
+    let before = batchguard::read_drills(source, &LedgerReadOptions::default()).unwrap_or_default();
     let recs = three();
     for r in &recs {
-        append(source, r).unwrap_or_else(|e| panic!("append to {source}: {e}"));
+        append_drill(source, r).unwrap_or_else(|e| panic!("append to {source}: {e}"));
     }
     let got = read(source);
     assert!(got.table_present, "{source}");
@@ -148,15 +149,15 @@ fn a_database_without_the_table_holds_no_drill_records() {
     assert!(!r.table_present);
     assert!(r.records.is_empty());
     // A missing file is not "no drills": it is a source that cannot be read.
-    let e = drills::read(
+    let e = batchguard::read_drills(
         &format!("sqlite:{}", dir.path().join("nope.db").display()),
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
     )
     .unwrap_err();
     assert!(e.contains("no such database file"), "{e}");
-    let e = drills::read(
+    let e = batchguard::read_drills(
         dir.path().join("nope.jsonl").to_str().expect("utf-8"),
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
     )
     .unwrap_err();
     assert!(e.contains("nope.jsonl"), "{e}");
@@ -200,7 +201,7 @@ fn postgres_round_trip_creates_the_table_once_under_concurrent_first_drills() {
                     "2026-03-01T00:00:00Z",
                     &[("clean", true)],
                 );
-                append(&url, &r).unwrap_or_else(|e| panic!("{e}"));
+                append_drill(&url, &r).unwrap_or_else(|e| panic!("{e}"));
             });
         }
     });
@@ -229,11 +230,12 @@ fn postgres_store_migrate_creates_the_drill_table() {
 fn passwords_are_masked_in_every_drill_message() {
     // Nothing listens on port 1: the connect fails, and the message names the DSN masked.
     let url = "postgres://bob:s3cret-pw@127.0.0.1:1/test";
-    let e = append(url, &three()[0]).unwrap_err();
+    let e = append_drill(url, &three()[0]).unwrap_err();
     assert!(!e.contains("s3cret-pw") && e.contains("bob:***@"), "{e}");
-    let e = drills::read(url, &ReadOptions::default()).unwrap_err();
+    let e = batchguard::read_drills(url, &LedgerReadOptions::default()).unwrap_err();
     assert!(!e.contains("s3cret-pw") && e.contains("bob:***@"), "{e}");
-    let e = drills::read("mysql://bob:s3cret-pw@h/d", &ReadOptions::default()).unwrap_err();
+    let e = batchguard::read_drills("mysql://bob:s3cret-pw@h/d", &LedgerReadOptions::default())
+        .unwrap_err();
     assert!(!e.contains("s3cret-pw"), "{e}");
     let (code, _, err) = Project::new().audit(&["--ledger", "events.csv", "--drills", url]);
     assert_eq!(code, 2);
@@ -249,9 +251,8 @@ fn passwords_are_masked_in_every_drill_message() {
 fn hostile_drill_files_are_counted_and_located() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = dir.path().join("d.jsonl");
-    let good = |job: &str| {
-        batchguard::store::drills::line(&rec(job, "2026-03-01T00:00:00Z", &[("clean", true)]))
-    };
+    let good =
+        |job: &str| batchguard::drill_line(&rec(job, "2026-03-01T00:00:00Z", &[("clean", true)]));
     let mut bytes: Vec<u8> = Vec::new();
     bytes.extend_from_slice(b"\xef\xbb\xbf");
     bytes.extend_from_slice(good("a").as_bytes()); // 1: BOM, then a good line
@@ -366,9 +367,9 @@ fn hostile_drill_rows_in_sqlite_are_counted_and_located() {
     );
     // With the zone the offset-less slot is read.
     let tz = jiff::tz::TimeZone::get("Asia/Seoul").expect("zone");
-    let r = drills::read(
+    let r = batchguard::read_drills(
         &src,
-        &ReadOptions {
+        &LedgerReadOptions {
             assume_tz: Some(tz),
         },
     )
@@ -377,7 +378,11 @@ fn hostile_drill_rows_in_sqlite_are_counted_and_located() {
     // A table without a required column cannot be read at all.
     let q = dir.path().join("q.db");
     sqlite_exec(&q, "CREATE TABLE batchguard_drills (job TEXT, at TEXT);");
-    let e = drills::read(&format!("sqlite:{}", q.display()), &ReadOptions::default()).unwrap_err();
+    let e = batchguard::read_drills(
+        &format!("sqlite:{}", q.display()),
+        &LedgerReadOptions::default(),
+    )
+    .unwrap_err();
     assert!(
         e.contains("`scheduled_at`, `passed`, `scenarios`, `report_digest`"),
         "{e}"
@@ -576,7 +581,7 @@ fn audit_drills_fires_exactly_for_snapshot_jobs_without_a_passing_drill_in_the_c
     let p = Project::new();
     let drills = p.path("drills.jsonl");
     for r in Project::records() {
-        append(&drills, &r).expect("append");
+        append_drill(&drills, &r).expect("append");
     }
     let (code, v, _) = p.audit(&["--ledger", "events.csv", "--drills", &drills]);
     assert_eq!(code, 0, "AU301 is a warning: {v}");
@@ -644,7 +649,7 @@ fn drill_cadence_comes_from_the_config() {
     let p = Project::new();
     let drills = p.path("drills.jsonl");
     for r in Project::records() {
-        append(&drills, &r).expect("append");
+        append_drill(&drills, &r).expect("append");
     }
     std::fs::write(
         p.dir.path().join("batchguard.toml"),
@@ -733,7 +738,7 @@ fn hostile_drill_files_in_the_audit_are_au001_and_the_rest_is_judged() {
     let drills = p.path("drills.jsonl");
     let mut text = String::new();
     for r in Project::records() {
-        text.push_str(&batchguard::store::drills::line(&r));
+        text.push_str(&batchguard::drill_line(&r));
     }
     text.push_str("{\"job\": \"reindex\", \"scheduled_at\": \"2026-01-01T00:00:00Z\"}\n");
     text.push_str("\u{0}\u{0}\u{0}\n");
@@ -763,7 +768,7 @@ fn the_reports_show_each_jobs_last_drill() {
     let p = Project::new();
     let drills = p.path("drills.jsonl");
     for r in Project::records() {
-        append(&drills, &r).expect("append");
+        append_drill(&drills, &r).expect("append");
     }
     let render = |format: &str| {
         let out = bg()
@@ -847,14 +852,14 @@ fn drill_records_are_read_from_a_sqlite_ledger_database() {
     );
     // The drills recorded into the ledger database are read from it.
     for r in Project::records() {
-        append(&url, &r).expect("append");
+        append_drill(&url, &r).expect("append");
     }
     let (_, v, _) = p.audit(&["--ledger", &url]);
     assert_eq!(au301_jobs(&v), ["export", "invoices", "late", "reindex"]);
     assert_eq!(v["drills"]["source"], url.as_str());
     // --drills wins over the ledger's table.
     let other = p.path("other.jsonl");
-    append(
+    append_drill(
         &other,
         &rec("reindex", "2026-03-30T00:00:00Z", &[("clean", true)]),
     )
@@ -881,7 +886,7 @@ fn drill_records_are_read_from_a_postgres_ledger_database() {
     let why = skipped_au301(&v).expect("skipped");
     assert!(why.contains("has no `batchguard_drills` table"), "{why}");
     for r in Project::records() {
-        append(&db.url, &r).expect("append");
+        append_drill(&db.url, &r).expect("append");
     }
     let (_, v, _) = p.audit(&["--ledger", &db.url]);
     assert_eq!(au301_jobs(&v), ["export", "invoices", "late", "reindex"]);

@@ -4,26 +4,26 @@
 mod common;
 
 use assert_cmd::Command;
-use batchguard::config::Settings;
-use batchguard::graph::{Format, render};
-use batchguard::lint::{LintOptions, WalkOptions, read_project, run};
+use batchguard::Settings;
+use batchguard::{GraphFormat, render_graph};
+use batchguard::{LintOptions, WalkOptions, lint, read_project};
 use common::NOW;
 use std::path::PathBuf;
 
-fn draw(format: Format) -> String {
+fn draw(format: GraphFormat) -> String {
     let now = NOW.parse().expect("fixed now");
-    let run = run(&LintOptions {
+    let run = lint(&LintOptions {
         paths: vec![PathBuf::from("fixtures/graph")],
         settings: Settings::default(),
         now,
     });
     assert!(run.unreadable.is_empty());
-    render(&run, now, format)
+    render_graph(&run, now, format)
 }
 
 #[test]
 fn dot_snapshot() {
-    let out = draw(Format::Dot);
+    let out = draw(GraphFormat::Dot);
     assert!(out.contains("depends on (cycle)"), "{out}");
     assert!(out.contains("color=red"), "{out}");
     insta::assert_snapshot!("graph_dot", out);
@@ -31,7 +31,7 @@ fn dot_snapshot() {
 
 #[test]
 fn mermaid_snapshot() {
-    let out = draw(Format::Mermaid);
+    let out = draw(GraphFormat::Mermaid);
     assert!(out.starts_with("flowchart LR\n"));
     insta::assert_snapshot!("graph_mermaid", out);
 }
@@ -71,7 +71,7 @@ fn graph_reads_the_model_without_judging_it() {
         settings: Settings::default(),
         now,
     };
-    let linted = run(&opts);
+    let linted = lint(&opts);
     let read = read_project(&opts, WalkOptions::default());
     assert!(
         linted.findings.iter().any(|f| !f.rule.masks),
@@ -83,7 +83,10 @@ fn graph_reads_the_model_without_judging_it() {
     );
     let judged: Vec<_> = read.findings.iter().filter(|f| !f.rule.masks).collect();
     assert!(judged.is_empty(), "graph judged: {judged:?}");
-    for format in [Format::Dot, Format::Mermaid] {
-        assert_eq!(render(&read, now, format), render(&linted, now, format));
+    for format in [GraphFormat::Dot, GraphFormat::Mermaid] {
+        assert_eq!(
+            render_graph(&read, now, format),
+            render_graph(&linted, now, format)
+        );
     }
 }

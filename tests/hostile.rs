@@ -1,10 +1,10 @@
 //! Hostile input: nothing panics, every problem has a located finding.
 //! Large inputs are generated here rather than checked in.
 
-use batchguard::config::Settings;
-use batchguard::finding::Finding;
-use batchguard::lint::{LintOptions, lint_bytes};
-use batchguard::report;
+use batchguard::Finding;
+use batchguard::Settings;
+use batchguard::{LintOptions, lint_bytes};
+
 use std::path::Path;
 
 fn opts() -> LintOptions {
@@ -140,14 +140,14 @@ fn a_hundred_kilobyte_value_is_fine() {
     // And the report renders it.
     let (file, findings, jobs) =
         lint_bytes(Path::new("v.batchguard.yaml"), text.as_bytes(), &opts());
-    let run = batchguard::lint::LintRun {
+    let run = batchguard::LintRun {
         files: vec![file],
         findings,
         jobs,
         unreadable: vec![],
         ..Default::default()
     };
-    assert!(!report::pretty::render(&run, false).is_empty());
+    assert!(!batchguard::render_pretty(&run, false).is_empty());
 }
 
 #[test]

@@ -6,12 +6,12 @@
 mod common;
 
 use assert_cmd::Command;
-use batchguard::project::Analysis;
-use batchguard::project::Project;
-use batchguard::sources::{Registration, SourceKind, Tie};
-use batchguard::text::SourceFile;
-use batchguard::text::Span;
-use batchguard::text::Spanned;
+use batchguard::Analysis;
+use batchguard::Project;
+use batchguard::SourceFile;
+use batchguard::Span;
+use batchguard::Spanned;
+use batchguard::{Registration, SourceKind, Tie};
 use common::NOW;
 use serde_json::Value;
 use std::path::Path;
@@ -272,7 +272,7 @@ fn reg(kind: SourceKind, file: usize, command: &str) -> Registration {
             span: Span::new(0, 1),
         }),
         dialect: kind.dialect(),
-        command: batchguard::sources::split_words(command),
+        command: batchguard::split_words(command),
         instances: 1,
         ..Registration::default()
     }
@@ -360,7 +360,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
         manifest: None,
         span: Span::new(0, 1),
     });
-    let job = batchguard::project::ManifestJob {
+    let job = batchguard::ManifestJob {
         file: 0,
         service: "billing".into(),
         name: "settle".into(),
@@ -368,7 +368,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
         job_line: 1,
         schedule: at("0 * * * *"),
         timezone: None,
-        dialect: batchguard::schedule::Dialect::Kubernetes,
+        dialect: batchguard::Dialect::Kubernetes,
         command: vec!["node".into(), "jobs/settle.js".into()],
         command_text: "node jobs/settle.js".into(),
         instances: 1,

@@ -3,8 +3,8 @@
 //! person knows is `TODO(batchguard init)`, and lint reports each of those, and nothing else.
 
 use assert_cmd::Command;
-use batchguard::config::Settings;
-use batchguard::lint::{LintOptions, LintRun, run};
+use batchguard::Settings;
+use batchguard::{LintOptions, LintRun};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -61,14 +61,14 @@ fn bg() -> Command {
 }
 
 fn lint(paths: &[PathBuf]) -> LintRun {
-    run(&LintOptions {
+    batchguard::lint(&LintOptions {
         paths: paths.to_vec(),
         settings: Settings::default(),
         now: "2026-03-01T00:00:00Z".parse().expect("fixed now"),
     })
 }
 
-fn text_at(run: &LintRun, f: &batchguard::finding::Finding) -> String {
+fn text_at(run: &LintRun, f: &batchguard::Finding) -> String {
     let file = &run.files[f.at.file];
     file.text
         .get(f.at.span.start..f.at.span.end())
@@ -161,7 +161,7 @@ fn what_the_registrations_say_is_filled_in() {
         "{yaml}"
     );
     // The manifest reads back as the jobs of the tree, each in its own dialect.
-    let (_, loaded) = batchguard::manifest::load::load(yaml.as_bytes());
+    let (_, loaded) = batchguard::load_manifest(yaml.as_bytes());
     let dialects: Vec<String> = loaded
         .jobs
         .iter()

@@ -3,8 +3,8 @@
 //! dialect or instances: the lint rules, the cross-file rules, `slots --manifest`.
 
 use assert_cmd::Command;
-use batchguard::config::Settings;
-use batchguard::lint::{LintOptions, LintRun, run};
+use batchguard::Settings;
+use batchguard::{LintOptions, LintRun};
 use std::path::Path;
 
 const MIXED: &str = r#"version: 1
@@ -38,7 +38,7 @@ jobs:
 "#;
 
 fn lint(dir: &Path) -> LintRun {
-    run(&LintOptions {
+    batchguard::lint(&LintOptions {
         paths: vec![dir.to_path_buf()],
         settings: Settings::default(),
         now: "2026-03-01T00:00:00Z".parse().expect("fixed now"),
@@ -179,8 +179,8 @@ fn an_unknown_key_in_a_jobs_deployment_is_bg002_with_a_suggestion() {
 
 #[test]
 fn the_audit_expects_each_jobs_slots_in_its_own_dialect() {
-    let (_, loaded) = batchguard::manifest::load::load(MIXED.as_bytes());
-    let jobs = batchguard::audit::jobs_from_manifest(&loaded, "shop");
+    let (_, loaded) = batchguard::load_manifest(MIXED.as_bytes());
+    let jobs = batchguard::jobs_from_manifest(&loaded, "shop");
     let dialect = |name: &str| {
         jobs.iter()
             .find(|j| j.name == name)

@@ -5,7 +5,9 @@
 //! fail: CI must run them for real. Each test creates its own uniquely named tables from
 //! `schemas/ledger.postgres.sql` and drops them.
 
-use batchguard::ledger::{Event, Output, ReadOptions, RowError, Source, read_events, read_outputs};
+use batchguard::{
+    Event, LedgerReadOptions, LedgerSource, Output, RowError, read_events, read_outputs,
+};
 use sqlx::{AssertSqlSafe, Connection};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -16,7 +18,10 @@ fn rt() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-fn read_all(src: &Source, opts: &ReadOptions) -> (Vec<Event>, Vec<Output>, Vec<RowError>) {
+fn read_all(
+    src: &LedgerSource,
+    opts: &LedgerReadOptions,
+) -> (Vec<Event>, Vec<Output>, Vec<RowError>) {
     let (mut ev, mut out, mut bad) = (Vec::new(), Vec::new(), Vec::new());
     let n = read_events(src, opts, &mut |e| ev.push(e), &mut |e| bad.push(e)).expect("events");
     let m = read_outputs(src, opts, &mut |o| out.push(o), &mut |e| bad.push(e)).expect("outputs");
@@ -25,11 +30,11 @@ fn read_all(src: &Source, opts: &ReadOptions) -> (Vec<Event>, Vec<Output>, Vec<R
 }
 
 fn file_events(path: &str) -> Vec<Event> {
-    let src = Source::parse(path).expect("src");
+    let src = LedgerSource::parse(path).expect("src");
     let mut ev = Vec::new();
     read_events(
         &src,
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
         &mut |e| ev.push(e),
         &mut |e| panic!("{e}"),
     )
@@ -38,11 +43,11 @@ fn file_events(path: &str) -> Vec<Event> {
 }
 
 fn fixture() -> (Vec<Event>, Vec<Output>) {
-    let src = Source::parse("fixtures/ledger/outputs.csv").expect("src");
+    let src = LedgerSource::parse("fixtures/ledger/outputs.csv").expect("src");
     let mut out = Vec::new();
     read_outputs(
         &src,
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
         &mut |o| out.push(o),
         &mut |e| panic!("{e}"),
     )
@@ -118,8 +123,8 @@ fn sqlite_gives_the_same_rows_as_csv_and_jsonl() {
     let (ev, out) = fixture();
     let dir = tempfile::tempdir().expect("tempdir");
     let path = sqlite_ledger(dir.path(), &ev, &out);
-    let src = Source::parse(&format!("sqlite:{}", path.display())).expect("src");
-    let (sev, sout, bad) = read_all(&src, &ReadOptions::default());
+    let src = LedgerSource::parse(&format!("sqlite:{}", path.display())).expect("src");
+    let (sev, sout, bad) = read_all(&src, &LedgerReadOptions::default());
     assert!(bad.is_empty(), "{bad:?}");
     assert_eq!(sorted(sev, sout), sorted(ev.clone(), out.clone()));
 
@@ -147,8 +152,8 @@ fn sqlite_bad_rows_are_located_and_missing_things_are_source_errors() {
         .expect("insert");
         c.close().await.expect("close");
     });
-    let src = Source::Sqlite(path.clone());
-    let (ev, _, bad) = read_all(&src, &ReadOptions::default());
+    let src = LedgerSource::Sqlite(path.clone());
+    let (ev, _, bad) = read_all(&src, &LedgerReadOptions::default());
     assert_eq!(ev.len(), 1);
     let cols: Vec<_> = bad.iter().map(|e| e.column.as_deref()).collect();
     assert_eq!(cols, [Some("scheduled_at"), Some("at")]);
@@ -161,14 +166,20 @@ fn sqlite_bad_rows_are_located_and_missing_things_are_source_errors() {
     let seoul = jiff::tz::TimeZone::get("Asia/Seoul").expect("zone");
     let (ev, _, bad) = read_all(
         &src,
-        &ReadOptions {
+        &LedgerReadOptions {
             assume_tz: Some(seoul),
         },
     );
     assert_eq!((ev.len(), bad.len()), (2, 1));
 
-    let missing = Source::Sqlite(dir.path().join("nope.db"));
-    let e = read_events(&missing, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let missing = LedgerSource::Sqlite(dir.path().join("nope.db"));
+    let e = read_events(
+        &missing,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("nope.db"), "{e}");
     assert!(
         !dir.path().join("nope.db").exists(),
@@ -189,10 +200,22 @@ fn sqlite_bad_rows_are_located_and_missing_things_are_source_errors() {
             .expect("ddl");
         c.close().await.expect("close");
     });
-    let src = Source::Sqlite(empty);
-    let e = read_events(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let src = LedgerSource::Sqlite(empty);
+    let e = read_events(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("no table `batchguard_events`"), "{e}");
-    let e = read_outputs(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let e = read_outputs(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("`scheduled_at`, `output_key`, `at`"), "{e}");
 }
 
@@ -313,8 +336,8 @@ async fn drop_tables(c: &mut sqlx::PgConnection, names: &[&str]) {
     }
 }
 
-fn pg_source(et: &str, ot: &str) -> Source {
-    Source::parse(&format!(
+fn pg_source(et: &str, ot: &str) -> LedgerSource {
+    LedgerSource::parse(&format!(
         "{}?events_table={et}&outputs_table={ot}",
         pg_url()
     ))
@@ -332,7 +355,7 @@ fn postgres_timestamptz_and_text_tables_give_the_same_rows_as_csv() {
     let text_ddl = ddl.replace("timestamptz", "text       ");
     for ddl in [ddl, text_ddl] {
         let (et, ot) = rt.block_on(pg_ledger(&mut c, &ddl, &ev, &out));
-        let got = read_all(&pg_source(&et, &ot), &ReadOptions::default());
+        let got = read_all(&pg_source(&et, &ot), &LedgerReadOptions::default());
         rt.block_on(drop_tables(&mut c, &[&et, &ot]));
         let (pev, pout, bad) = got;
         assert!(bad.is_empty(), "{bad:?}");
@@ -352,10 +375,10 @@ fn postgres_timestamp_without_zone_needs_assume_tz() {
         .replace("timestamptz", "timestamp");
     let (et, ot) = rt.block_on(pg_ledger(&mut c, &ddl, &ev[..2], &out[..1]));
     let src = pg_source(&et, &ot);
-    let strict = read_all(&src, &ReadOptions::default());
+    let strict = read_all(&src, &LedgerReadOptions::default());
     let utc = read_all(
         &src,
-        &ReadOptions {
+        &LedgerReadOptions {
             assume_tz: Some(jiff::tz::TimeZone::UTC),
         },
     );
@@ -383,13 +406,31 @@ fn postgres_missing_table_and_unreachable_server_are_source_errors_without_passw
     let rt = rt();
     let Some(_c) = rt.block_on(pg()) else { return };
     let src = pg_source("no_such_table_xyz", "public.no_such_outputs");
-    let e = read_events(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let e = read_events(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("no table `no_such_table_xyz`"), "{e}");
-    let e = read_outputs(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let e = read_outputs(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("no table `public.no_such_outputs`"), "{e}");
 
-    let src = Source::parse("postgres://bob:sekrit-pw@127.0.0.1:1/ledger").expect("src");
-    let e = read_events(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let src = LedgerSource::parse("postgres://bob:sekrit-pw@127.0.0.1:1/ledger").expect("src");
+    let e = read_events(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(!e.0.contains("sekrit-pw"), "{e}");
     assert!(e.0.contains("bob:***@127.0.0.1:1"), "{e}");
 
@@ -398,8 +439,8 @@ fn postgres_missing_table_and_unreachable_server_are_source_errors_without_passw
     let user_rest = rest.split_once('@').map_or(rest, |(_, r)| r);
     let bad_db = format!("{scheme}://postgres:sekrit-pw@{user_rest}_no_such_db_zz");
     let e = read_events(
-        &Source::parse(&bad_db).expect("src"),
-        &ReadOptions::default(),
+        &LedgerSource::parse(&bad_db).expect("src"),
+        &LedgerReadOptions::default(),
         &mut |_| {},
         &mut |_| {},
     )
@@ -409,8 +450,8 @@ fn postgres_missing_table_and_unreachable_server_are_source_errors_without_passw
 
 #[test]
 fn postgres_schema_qualified_names_and_injection_attempts() {
-    assert!(Source::parse(&format!("{}?events_table=x;drop table y", pg_url())).is_err());
-    assert!(Source::parse(&format!("{}?events_table=x\"y", pg_url())).is_err());
+    assert!(LedgerSource::parse(&format!("{}?events_table=x;drop table y", pg_url())).is_err());
+    assert!(LedgerSource::parse(&format!("{}?events_table=x\"y", pg_url())).is_err());
     let (ev, out) = fixture();
     let rt = rt();
     let Some(mut c) = rt.block_on(pg()) else {
@@ -420,7 +461,7 @@ fn postgres_schema_qualified_names_and_injection_attempts() {
     let (et, ot) = rt.block_on(pg_ledger(&mut c, &ddl, &ev, &out));
     let got = read_all(
         &pg_source(&format!("public.{et}"), &format!("public.{ot}")),
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
     );
     rt.block_on(drop_tables(&mut c, &[&et, &ot]));
     assert_eq!(got.0.len(), ev.len());

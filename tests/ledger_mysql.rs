@@ -7,9 +7,9 @@
 #[path = "common/mysqldb.rs"]
 mod mysqldb;
 
-use batchguard::ledger::{Event, ReadOptions, RowError, Source, read_events, read_outputs};
+use batchguard::{Event, LedgerReadOptions, LedgerSource, RowError, read_events, read_outputs};
 
-fn events(src: &Source, opts: &ReadOptions) -> (Vec<Event>, Vec<RowError>) {
+fn events(src: &LedgerSource, opts: &LedgerReadOptions) -> (Vec<Event>, Vec<RowError>) {
     let (mut ev, mut bad) = (Vec::new(), Vec::new());
     read_events(src, opts, &mut |e| ev.push(e), &mut |e| bad.push(e)).expect("read");
     (ev, bad)
@@ -26,14 +26,14 @@ fn datetime_columns_need_assume_tz_and_timestamp_columns_do_not() {
     };
     db.exec("CREATE TABLE ev (run_id TEXT, job TEXT, scheduled_at DATETIME(6), event TEXT, at DATETIME(6), attempt INT, extra TEXT)");
     db.exec(ROWS);
-    let src = Source::parse(&format!("{}?events_table=ev", db.url)).expect("src");
-    let (ev, bad) = events(&src, &ReadOptions::default());
+    let src = LedgerSource::parse(&format!("{}?events_table=ev", db.url)).expect("src");
+    let (ev, bad) = events(&src, &LedgerReadOptions::default());
     assert!(ev.is_empty());
     assert_eq!(bad.len(), 2, "{bad:?}");
     assert_eq!(bad[0].column.as_deref(), Some("scheduled_at"));
     assert!(bad[0].message.contains("no UTC offset"), "{}", bad[0]);
     assert!(bad[0].to_string().contains(" ev:1"), "{}", bad[0]);
-    let seoul = ReadOptions {
+    let seoul = LedgerReadOptions {
         assume_tz: Some(jiff::tz::TimeZone::get("Asia/Seoul").unwrap()),
     };
     let (ev, bad) = events(&src, &seoul);
@@ -45,7 +45,7 @@ fn datetime_columns_need_assume_tz_and_timestamp_columns_do_not() {
     db.exec("DROP TABLE ev");
     db.exec("CREATE TABLE ev (run_id TEXT, job TEXT, scheduled_at TIMESTAMP(6) NULL, event TEXT, at TIMESTAMP(6) NULL, attempt INT)");
     db.exec(&format!("SET time_zone = '+09:00'; {ROWS}"));
-    let (ev, bad) = events(&src, &ReadOptions::default());
+    let (ev, bad) = events(&src, &LedgerReadOptions::default());
     assert!(bad.is_empty(), "{bad:?}");
     assert_eq!(ev.len(), 2);
     assert_eq!(ev[0].scheduled_at.to_string(), "2026-02-28T17:00:00Z");
@@ -56,14 +56,32 @@ fn a_missing_table_and_an_unreachable_server_are_source_errors_without_the_passw
     let Some(db) = mysqldb::fresh("missing") else {
         return;
     };
-    let src = Source::parse(&format!("{}?events_table=no_such_ev", db.url)).expect("src");
-    let e = read_events(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let src = LedgerSource::parse(&format!("{}?events_table=no_such_ev", db.url)).expect("src");
+    let e = read_events(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("no table `no_such_ev`"), "{e}");
-    let e = read_outputs(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let e = read_outputs(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("no table `batchguard_outputs`"), "{e}");
 
-    let src = Source::parse("mysql://bob:sekrit-pw@127.0.0.1:1/ledger").expect("src");
-    let e = read_events(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let src = LedgerSource::parse("mysql://bob:sekrit-pw@127.0.0.1:1/ledger").expect("src");
+    let e = read_events(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(!e.0.contains("sekrit-pw"), "{e}");
     assert!(e.0.contains("bob:***@127.0.0.1:1"), "{e}");
     let bad_user = mysqldb::with_database(&mysqldb::admin_url(), &db.name).replacen(
@@ -72,8 +90,8 @@ fn a_missing_table_and_an_unreachable_server_are_source_errors_without_the_passw
         1,
     );
     let e = read_events(
-        &Source::parse(&bad_user).expect("src"),
-        &ReadOptions::default(),
+        &LedgerSource::parse(&bad_user).expect("src"),
+        &LedgerReadOptions::default(),
         &mut |_| {},
         &mut |_| {},
     )
@@ -84,15 +102,15 @@ fn a_missing_table_and_an_unreachable_server_are_source_errors_without_the_passw
 #[test]
 fn table_names_are_identifiers_and_may_name_another_database() {
     let url = mysqldb::admin_url();
-    assert!(Source::parse(&format!("{url}?events_table=x;drop table y")).is_err());
-    assert!(Source::parse(&format!("{url}?events_table=x`y")).is_err());
+    assert!(LedgerSource::parse(&format!("{url}?events_table=x;drop table y")).is_err());
+    assert!(LedgerSource::parse(&format!("{url}?events_table=x`y")).is_err());
     let Some(db) = mysqldb::fresh("qualified") else {
         return;
     };
     db.exec("CREATE TABLE ev (run_id TEXT, job TEXT, scheduled_at TEXT, event TEXT, at TEXT)");
     db.exec("INSERT INTO ev VALUES ('r1', 'j', '2026-03-01T02:00:00Z', 'start', '2026-03-01T02:00:01Z')");
-    let src = Source::parse(&format!("{url}?events_table={}.ev", db.name)).expect("src");
-    let (ev, bad) = events(&src, &ReadOptions::default());
+    let src = LedgerSource::parse(&format!("{url}?events_table={}.ev", db.name)).expect("src");
+    let (ev, bad) = events(&src, &LedgerReadOptions::default());
     assert!(bad.is_empty(), "{bad:?}");
     assert_eq!(ev.len(), 1);
     assert_eq!(

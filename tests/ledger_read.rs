@@ -1,25 +1,25 @@
 //! The file readers (SPEC 5): CSV and JSONL give the same values; bad rows are reported with
 //! their line and column and the rest is read.
 
-use batchguard::ledger::{
-    Event, EventKind, Output, ReadOptions, RowError, Source, Status, Trigger, read_events,
-    read_outputs,
+use batchguard::{
+    Event, EventKind, LedgerReadOptions, LedgerSource, Output, RowError, Status, Trigger,
+    read_events, read_outputs,
 };
 use jiff::Timestamp;
 
-fn events(src: &str, opts: &ReadOptions) -> (u64, Vec<Event>, Vec<RowError>) {
-    let src = Source::parse(src).expect("source");
+fn events(src: &str, opts: &LedgerReadOptions) -> (u64, Vec<Event>, Vec<RowError>) {
+    let src = LedgerSource::parse(src).expect("source");
     let (mut good, mut bad) = (Vec::new(), Vec::new());
     let n = read_events(&src, opts, &mut |e| good.push(e), &mut |e| bad.push(e)).expect("read");
     (n, good, bad)
 }
 
 fn outputs(src: &str) -> (u64, Vec<Output>, Vec<RowError>) {
-    let src = Source::parse(src).expect("source");
+    let src = LedgerSource::parse(src).expect("source");
     let (mut good, mut bad) = (Vec::new(), Vec::new());
     let n = read_outputs(
         &src,
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
         &mut |e| good.push(e),
         &mut |e| bad.push(e),
     )
@@ -33,7 +33,7 @@ fn ts(s: &str) -> Timestamp {
 
 #[test]
 fn csv_and_jsonl_give_identical_events() {
-    let opts = ReadOptions::default();
+    let opts = LedgerReadOptions::default();
     let (n_csv, csv, bad_csv) = events("fixtures/ledger/events.csv", &opts);
     let (n_jsonl, jsonl, bad_jsonl) = events("fixtures/ledger/events.jsonl", &opts);
     assert!(bad_csv.is_empty(), "{bad_csv:?}");
@@ -93,7 +93,7 @@ fn located(bad: &[RowError]) -> Vec<(u64, Option<&str>)> {
 fn malformed_csv_rows_are_located_and_the_rest_read() {
     let (n, good, bad) = events(
         "fixtures/ledger/events-malformed.csv",
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
     );
     assert_eq!(n, 10);
     assert_eq!(
@@ -124,7 +124,7 @@ fn malformed_csv_rows_are_located_and_the_rest_read() {
 
 #[test]
 fn assume_tz_reads_offsetless_timestamps_in_that_zone() {
-    let opts = ReadOptions {
+    let opts = LedgerReadOptions {
         assume_tz: Some(jiff::tz::TimeZone::get("Asia/Seoul").expect("zone")),
     };
     let (n, good, bad) = events("fixtures/ledger/events-malformed.csv", &opts);
@@ -138,7 +138,7 @@ fn assume_tz_reads_offsetless_timestamps_in_that_zone() {
 fn malformed_jsonl_lines_are_located_and_the_rest_read() {
     let (n, good, bad) = events(
         "fixtures/ledger/events-malformed.jsonl",
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
     );
     assert_eq!(n, 8, "blank lines are not rows");
     assert_eq!(
@@ -168,24 +168,42 @@ fn malformed_jsonl_lines_are_located_and_the_rest_read() {
 
 #[test]
 fn missing_required_columns_are_a_source_error_naming_them() {
-    let src = Source::parse("fixtures/ledger/events-missing-columns.csv").expect("source");
-    let e = read_events(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let src = LedgerSource::parse("fixtures/ledger/events-missing-columns.csv").expect("source");
+    let e = read_events(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("`scheduled_at`, `at`"), "{e}");
     assert!(!e.0.contains("`job`"), "{e}");
 }
 
 #[test]
 fn an_events_file_is_not_an_outputs_file() {
-    let src = Source::parse("fixtures/ledger/events.csv").expect("source");
-    let e = read_outputs(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let src = LedgerSource::parse("fixtures/ledger/events.csv").expect("source");
+    let e = read_outputs(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("`output_key`"), "{e}");
 }
 
 #[test]
 fn a_missing_file_is_a_source_error() {
     for p in ["fixtures/ledger/nope.csv", "fixtures/ledger/nope.jsonl"] {
-        let src = Source::parse(p).expect("source");
-        let e = read_events(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+        let src = LedgerSource::parse(p).expect("source");
+        let e = read_events(
+            &src,
+            &LedgerReadOptions::default(),
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .unwrap_err();
         assert!(e.0.contains("nope"), "{e}");
     }
 }
@@ -195,8 +213,14 @@ fn an_empty_csv_has_no_header_and_says_so() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = dir.path().join("empty.csv");
     std::fs::write(&p, "").expect("write");
-    let src = Source::Csv(p);
-    let e = read_events(&src, &ReadOptions::default(), &mut |_| {}, &mut |_| {}).unwrap_err();
+    let src = LedgerSource::Csv(p);
+    let e = read_events(
+        &src,
+        &LedgerReadOptions::default(),
+        &mut |_| {},
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(e.0.contains("`run_id`"), "{e}");
 }
 
@@ -207,11 +231,11 @@ fn invalid_utf8_and_crlf_are_handled() {
     let mut data = b"run_id,job,scheduled_at,event,at\r\nr1,j,2026-03-01T00:00:00Z,start,2026-03-01T00:00:01Z\r\n".to_vec();
     data.extend_from_slice(b"r2,j\xff,2026-03-01T00:00:00Z,start,2026-03-01T00:00:01Z\r\n");
     std::fs::write(&p, data).expect("write");
-    let src = Source::Csv(p);
+    let src = LedgerSource::Csv(p);
     let (mut good, mut bad) = (Vec::new(), Vec::new());
     let n = read_events(
         &src,
-        &ReadOptions::default(),
+        &LedgerReadOptions::default(),
         &mut |e| good.push(e),
         &mut |e| bad.push(e),
     )
@@ -237,8 +261,8 @@ fn a_utf8_bom_is_not_part_of_the_first_column() {
         "\u{feff}{\"run_id\":\"r1\",\"job\":\"j\",\"scheduled_at\":\"2026-03-01T00:00:00Z\",\"event\":\"start\",\"at\":\"2026-03-01T00:00:01Z\"}\n",
     )
     .expect("write");
-    let (_, a, bad_a) = events(&csv.display().to_string(), &ReadOptions::default());
-    let (_, b, bad_b) = events(&jsonl.display().to_string(), &ReadOptions::default());
+    let (_, a, bad_a) = events(&csv.display().to_string(), &LedgerReadOptions::default());
+    let (_, b, bad_b) = events(&jsonl.display().to_string(), &LedgerReadOptions::default());
     assert!(bad_a.is_empty() && bad_b.is_empty(), "{bad_a:?} {bad_b:?}");
     assert_eq!(a.len(), 1);
     assert_eq!(a, b);

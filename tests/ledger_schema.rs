@@ -16,7 +16,7 @@ fn check(path: &str, generated: String) {
 fn ledger_event_schema_is_current() {
     check(
         "schemas/ledger-event.schema.json",
-        batchguard::schema::ledger_event_schema(),
+        batchguard::ledger_event_schema(),
     );
 }
 
@@ -24,7 +24,7 @@ fn ledger_event_schema_is_current() {
 fn ledger_output_schema_is_current() {
     check(
         "schemas/ledger-output.schema.json",
-        batchguard::schema::ledger_output_schema(),
+        batchguard::ledger_output_schema(),
     );
 }
 
@@ -32,31 +32,19 @@ fn ledger_output_schema_is_current() {
 fn drill_record_schema_is_current() {
     check(
         "schemas/drill-record.schema.json",
-        batchguard::schema::drill_record_schema(),
+        batchguard::drill_record_schema(),
     );
 }
 
 /// The schema's properties are the reader's columns, and its required ones are the reader's.
 #[test]
 fn schema_columns_match_reader_columns() {
-    use batchguard::ledger::drills::COLUMNS as DRILL_COLUMNS;
-    use batchguard::ledger::read::{EVENT_COLUMNS, OUTPUT_COLUMNS};
+    use batchguard::DRILL_COLUMNS;
+    use batchguard::{EVENT_COLUMNS, OUTPUT_COLUMNS};
     for (schema, columns, required) in [
-        (
-            batchguard::schema::ledger_event_schema(),
-            &EVENT_COLUMNS[..],
-            5,
-        ),
-        (
-            batchguard::schema::ledger_output_schema(),
-            &OUTPUT_COLUMNS[..],
-            5,
-        ),
-        (
-            batchguard::schema::drill_record_schema(),
-            &DRILL_COLUMNS[..],
-            6,
-        ),
+        (batchguard::ledger_event_schema(), &EVENT_COLUMNS[..], 5),
+        (batchguard::ledger_output_schema(), &OUTPUT_COLUMNS[..], 5),
+        (batchguard::drill_record_schema(), &DRILL_COLUMNS[..], 6),
     ] {
         let v: serde_json::Value = serde_json::from_str(&schema).expect("json");
         assert_eq!(v["$schema"], "http://json-schema.org/draft-07/schema#");
@@ -88,7 +76,7 @@ fn schema_columns_match_reader_columns() {
 #[test]
 fn fixture_lines_use_only_schema_words() {
     let schema: serde_json::Value =
-        serde_json::from_str(&batchguard::schema::ledger_event_schema()).expect("json");
+        serde_json::from_str(&batchguard::ledger_event_schema()).expect("json");
     let words = serde_json::to_string(&schema["definitions"]).expect("defs");
     let text = std::fs::read_to_string("fixtures/ledger/events.jsonl").expect("fixture");
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -102,9 +90,9 @@ fn fixture_lines_use_only_schema_words() {
 /// reader refuses.
 #[test]
 fn drill_scenarios_pattern_agrees_with_the_reader() {
-    use batchguard::ledger::drills::{format_scenarios, parse_scenarios};
+    use batchguard::{format_scenarios, parse_scenarios};
     let schema: serde_json::Value =
-        serde_json::from_str(&batchguard::schema::drill_record_schema()).expect("json");
+        serde_json::from_str(&batchguard::drill_record_schema()).expect("json");
     let pattern = schema["properties"]["scenarios"]["pattern"]
         .as_str()
         .expect("pattern");

@@ -6,9 +6,9 @@
 #[path = "common/live.rs"]
 mod live;
 
-use batchguard::ledger::read::{ReadOptions, Source};
-use batchguard::ledger::tail::{Polled, Tail, TailEvent, TailSink};
-use batchguard::ledger::{OutputRef, RowError};
+use batchguard::{LedgerReadOptions, LedgerSource};
+use batchguard::{OutputRef, RowError};
+use batchguard::{Polled, Tail, TailEvent, TailSink};
 use live::Case;
 use sqlx::Connection;
 
@@ -62,8 +62,12 @@ fn sqlite_polls_read_only_the_rows_written_since() {
             live::sqlite_exec(&db, &sql);
         }
     }
-    let mut t =
-        Tail::open(&Source::Sqlite(db.clone()), None, ReadOptions::default()).expect("open");
+    let mut t = Tail::open(
+        &LedgerSource::Sqlite(db.clone()),
+        None,
+        LedgerReadOptions::default(),
+    )
+    .expect("open");
     assert!(t.has_outputs(), "the store has its outputs table");
     let (s, p) = poll(&mut t);
     assert_eq!(p.events, 2_000);
@@ -116,7 +120,12 @@ fn jsonl_lines_are_read_once_complete() {
     let third = line("r3");
     let (head, tail) = third.split_at(20);
     std::fs::write(&path, format!("{}\n{}{head}", line("r1"), line("r2"))).unwrap();
-    let mut t = Tail::open(&Source::Jsonl(path.clone()), None, ReadOptions::default()).unwrap();
+    let mut t = Tail::open(
+        &LedgerSource::Jsonl(path.clone()),
+        None,
+        LedgerReadOptions::default(),
+    )
+    .unwrap();
     assert!(!t.has_outputs());
     let (s, _) = poll(&mut t);
     assert_eq!(
@@ -148,18 +157,22 @@ fn jsonl_lines_are_read_once_complete() {
     // What cannot be followed is refused when opened.
     let gz = dir.path().join("ledger.jsonl.gz");
     std::fs::write(&gz, [0x1f, 0x8b, 8, 0]).unwrap();
-    let e = Tail::open(&Source::Jsonl(gz), None, ReadOptions::default())
+    let e = Tail::open(&LedgerSource::Jsonl(gz), None, LedgerReadOptions::default())
         .err()
         .unwrap();
     assert!(e.0.contains("compressed"), "{}", e.0);
-    let e = Tail::open(&Source::Jsonl("-".into()), None, ReadOptions::default())
-        .err()
-        .unwrap();
+    let e = Tail::open(
+        &LedgerSource::Jsonl("-".into()),
+        None,
+        LedgerReadOptions::default(),
+    )
+    .err()
+    .unwrap();
     assert!(e.0.contains("standard input"), "{}", e.0);
     let e = Tail::open(
-        &Source::Csv(dir.path().join("l.csv")),
+        &LedgerSource::Csv(dir.path().join("l.csv")),
         None,
-        ReadOptions::default(),
+        LedgerReadOptions::default(),
     )
     .err()
     .unwrap();
@@ -176,8 +189,8 @@ fn postgres_rows_committed_late_are_read_on_a_later_poll() {
         .output()
         .unwrap();
     live::ok(&o);
-    let src = Source::parse(&db.url).unwrap();
-    let mut t = Tail::open(&src, None, ReadOptions::default()).expect("open");
+    let src = LedgerSource::parse(&db.url).unwrap();
+    let mut t = Tail::open(&src, None, LedgerReadOptions::default()).expect("open");
     db.exec(&skip_row("r1"));
     assert_eq!(poll(&mut t).0.runs, ["r1"]);
 
@@ -214,12 +227,12 @@ fn postgres_rows_committed_late_are_read_on_a_later_poll() {
 
     // A table without the numbering is refused with what to do.
     db.exec("CREATE TABLE plain_events (run_id text, job text, scheduled_at timestamptz, event text, at timestamptz)");
-    let src = Source::parse(&format!(
+    let src = LedgerSource::parse(&format!(
         "{}?events_table=plain_events&outputs_table=batchguard_outputs",
         db.url
     ))
     .unwrap();
-    let e = Tail::open(&src, None, ReadOptions::default())
+    let e = Tail::open(&src, None, LedgerReadOptions::default())
         .err()
         .unwrap();
     assert!(

@@ -15,7 +15,7 @@ fn readme_rule_list_matches_registry() {
     let listed = between(&readme, "<!-- rules:start -->", "<!-- rules:end -->");
     assert_eq!(
         listed,
-        batchguard::lint::rules_markdown(),
+        batchguard::rules_markdown(),
         "README rule list is stale: paste `cargo run -q -- rules --format markdown` between the markers"
     );
 }

@@ -2,12 +2,12 @@
 //! failing one must report the rule, the fixed one must not, and the pretty output of the
 //! failing one is kept as a snapshot so a reviewer sees what users see.
 
-use batchguard::config::Settings;
-use batchguard::lint::{LintOptions, LintRun, run};
+use batchguard::Settings;
+use batchguard::{LintOptions, LintRun};
 use std::path::{Path, PathBuf};
 
 fn lint(path: &Path) -> LintRun {
-    run(&LintOptions {
+    batchguard::lint(&LintOptions {
         paths: vec![path.to_path_buf()],
         settings: Settings::default(),
         now: "2026-03-01T00:00:00Z".parse().expect("fixed now"),
@@ -47,7 +47,7 @@ fn codes(run: &LintRun) -> Vec<&'static str> {
 
 /// Lint rules only: audit checks (AU…) share the registry but are tested on ledgers
 /// (`tests/audit_checks.rs`).
-fn lint_rules() -> impl Iterator<Item = &'static batchguard::finding::RuleMeta> {
+fn lint_rules() -> impl Iterator<Item = &'static batchguard::RuleMeta> {
     batchguard::REGISTRY
         .all()
         .filter(|m| m.code.starts_with("BG"))
@@ -116,7 +116,7 @@ fn bad_fixture_output_snapshots() {
         if !bad.exists() {
             continue; // reported by every_rule_has_fixtures
         }
-        let output = batchguard::report::pretty::render(&lint(&bad), false);
+        let output = batchguard::render_pretty(&lint(&bad), false);
         insta::assert_snapshot!(format!("{code}_bad"), output);
     }
 }

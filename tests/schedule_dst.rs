@@ -1,6 +1,6 @@
 //! What `dst_effects` tells BG103, and how slots are printed (SPEC 4).
 
-use batchguard::schedule::{Dialect, DstAction, DstKind, Schedule, format_slot};
+use batchguard::{Dialect, DstAction, DstKind, Schedule, format_slot};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
@@ -88,14 +88,14 @@ fn errors_point_at_the_field() {
     assert_eq!(e.span, 9..14);
     assert!(matches!(
         e.kind,
-        batchguard::schedule::CronErrorKind::Unsupported { .. }
+        batchguard::CronErrorKind::Unsupported { .. }
     ));
     let e = Schedule::parse("0 0 * * * *", Dialect::Kubernetes).unwrap_err();
     assert!(matches!(
         e.kind,
-        batchguard::schedule::CronErrorKind::Unsupported { .. }
+        batchguard::CronErrorKind::Unsupported { .. }
     ));
     let e = Schedule::parse("0 25 * * *", Dialect::CronNpm).unwrap_err();
     assert_eq!(e.span, 2..4);
-    assert_eq!(e.kind, batchguard::schedule::CronErrorKind::Invalid);
+    assert_eq!(e.kind, batchguard::CronErrorKind::Invalid);
 }

@@ -1,6 +1,6 @@
 //! Properties every dialect's enumeration must keep, on random expressions and windows.
 
-use batchguard::schedule::{Dialect, Schedule};
+use batchguard::{Dialect, Schedule};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;

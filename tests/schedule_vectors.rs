@@ -1,7 +1,7 @@
 //! Every vector in `fixtures/schedule/*.jsonl` was produced by the real scheduler of its
 //! dialect (see `scripts/schedule-vectors/`); batchguard must agree with each one.
 
-use batchguard::schedule::{Dialect, Schedule, format_slot};
+use batchguard::{Dialect, Schedule, format_slot};
 use jiff::Timestamp;
 use jiff::tz::{Offset, TimeZone};
 use serde_json::Value;

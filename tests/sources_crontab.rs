@@ -7,7 +7,7 @@
 mod common;
 
 use assert_cmd::Command;
-use batchguard::sources::{self, ReadOptions, Registration, SourceKind};
+use batchguard::{Registration, SourceKind, SourceReadOptions};
 use common::NOW;
 use std::fs;
 use std::path::Path;
@@ -53,11 +53,11 @@ fn tree(files: &[(&str, &[u8])]) -> tempfile::TempDir {
     dir
 }
 
-fn crontab(path: &str, bytes: &[u8], opts: &ReadOptions) -> sources::Read {
-    sources::read(SourceKind::Crontab, Path::new(path), bytes, opts)
+fn crontab(path: &str, bytes: &[u8], opts: &SourceReadOptions) -> batchguard::SourceRead {
+    batchguard::read_source(SourceKind::Crontab, Path::new(path), bytes, opts)
 }
 
-fn commands(r: &sources::Read) -> Vec<Vec<String>> {
+fn commands(r: &batchguard::SourceRead) -> Vec<Vec<String>> {
     r.registrations.iter().map(|g| g.command.clone()).collect()
 }
 
@@ -76,7 +76,7 @@ fn busybox_star_cron_and_cron_d_files_are_crontabs() {
         "var/spool/cron/crontabs/www-data",
     ] {
         assert!(
-            sources::is_source_name(Path::new(yes)),
+            batchguard::is_source_name(Path::new(yes)),
             "{yes} is a crontab"
         );
     }
@@ -93,7 +93,7 @@ fn busybox_star_cron_and_cron_d_files_are_crontabs() {
         ".cron",
     ] {
         assert!(
-            !sources::is_source_name(Path::new(no)),
+            !batchguard::is_source_name(Path::new(no)),
             "{no} is no crontab"
         );
     }
@@ -135,7 +135,7 @@ fn a_system_format_file_named_crontab_is_recognised() {
     let r = crontab(
         "docker/crontab",
         b"0 2 * * * root flock -n /l /usr/local/bin/report\n",
-        &ReadOptions::default(),
+        &SourceReadOptions::default(),
     );
     assert_eq!(
         commands(&r),
@@ -146,7 +146,7 @@ fn a_system_format_file_named_crontab_is_recognised() {
 
 #[test]
 fn recognition_decides_by_the_whole_file() {
-    let opts = ReadOptions::default();
+    let opts = SourceReadOptions::default();
     // A header naming the user column makes `node` a user.
     let r = crontab(
         "crontab",
@@ -193,11 +193,11 @@ fn recognition_decides_by_the_whole_file() {
 #[test]
 fn a_declared_user_column_is_used() {
     let line = b"0 2 * * * deploy-user run-report --all\n";
-    let r = crontab("ops/jobs", line, &ReadOptions::default());
+    let r = crontab("ops/jobs", line, &SourceReadOptions::default());
     assert_eq!(commands(&r), [["deploy-user", "run-report", "--all"]]);
-    let declared = ReadOptions {
+    let declared = SourceReadOptions {
         crontab_user_column: true,
-        ..ReadOptions::default()
+        ..SourceReadOptions::default()
     };
     let r = crontab("ops/jobs", line, &declared);
     assert_eq!(commands(&r), [["run-report", "--all"]]);
@@ -264,7 +264,7 @@ fn crlf_is_one_bg610_per_file() {
     let r = crontab(
         "crontab",
         b"0 2 * * * flock -n /l a\r\n",
-        &ReadOptions::default(),
+        &SourceReadOptions::default(),
     );
     assert_eq!(commands(&r), [["flock", "-n", "/l", "a"]]);
 }
@@ -284,29 +284,33 @@ fn a_last_job_line_without_newline_is_bg610() {
     let r = crontab(
         "crontab",
         b"0 1 * * * flock -n /l a\n# end",
-        &ReadOptions::default(),
+        &SourceReadOptions::default(),
     );
     assert!(r.problems.is_empty(), "{:?}", r.problems);
 }
 
 // ---- zones ----------------------------------------------------------------------------
 
-fn only(r: &sources::Read) -> &Registration {
+fn only(r: &batchguard::SourceRead) -> &Registration {
     assert_eq!(r.registrations.len(), 1, "{:?}", r.problems);
     &r.registrations[0]
 }
 
 #[test]
 fn crontab_timezone_is_the_assumed_zone() {
-    let berlin = ReadOptions {
+    let berlin = SourceReadOptions {
         crontab_timezone: Some("Europe/Berlin".into()),
-        ..ReadOptions::default()
+        ..SourceReadOptions::default()
     };
     let r = crontab("crontab", b"0 2 * * * /bin/a\n", &berlin);
     let g = only(&r);
     assert_eq!(g.zone(), "Europe/Berlin");
     assert!(g.zone_assumed);
-    let r = crontab("crontab", b"0 2 * * * /bin/a\n", &ReadOptions::default());
+    let r = crontab(
+        "crontab",
+        b"0 2 * * * /bin/a\n",
+        &SourceReadOptions::default(),
+    );
     let g = only(&r);
     assert_eq!(g.zone(), "UTC");
     assert!(g.zone_assumed);
@@ -374,11 +378,11 @@ const CRONJOB: &str = "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: s
 
 #[test]
 fn namespace_and_working_dir_are_read_and_located() {
-    let r = sources::read(
+    let r = batchguard::read_source(
         SourceKind::Kubernetes,
         Path::new("k8s/cronjobs.yaml"),
         CRONJOB.as_bytes(),
-        &ReadOptions::default(),
+        &SourceReadOptions::default(),
     );
     let g = only(&r);
     let ns = g.namespace.as_ref().expect("namespace");

@@ -4,7 +4,7 @@
 
 mod common;
 
-use batchguard::sources::{self, ReadOptions, SourceKind};
+use batchguard::{SourceKind, SourceReadOptions};
 use common::{NOW, bg, node_major};
 use std::fs;
 use std::path::Path;
@@ -223,11 +223,11 @@ fn bg606_shows_max_instances_as_counted_cores() {
 
 /// The literal each span of `env` points at, as `(name, value)` texts.
 fn env_texts(kind_path: &Path, text: &str) -> Vec<(String, String)> {
-    let read = sources::read(
+    let read = batchguard::read_source(
         SourceKind::Pm2,
         kind_path,
         text.as_bytes(),
-        &ReadOptions::default(),
+        &SourceReadOptions::default(),
     );
     assert!(read.problems.is_empty(), "{:?}", read.problems);
     assert_eq!(read.registrations.len(), 1, "{:?}", read.registrations);
@@ -235,7 +235,7 @@ fn env_texts(kind_path: &Path, text: &str) -> Vec<(String, String)> {
         .env
         .iter()
         .map(|(n, v)| {
-            let at = |s: batchguard::text::Span| text[s.start..s.end()].to_owned();
+            let at = |s: batchguard::Span| text[s.start..s.end()].to_owned();
             (at(n.span), at(v.span))
         })
         .collect()
@@ -259,11 +259,11 @@ fn env_and_env_blocks_are_filled_with_located_spans() {
         ]
         .map(|(a, b)| (a.to_owned(), b.to_owned())),
     );
-    let read = sources::read(
+    let read = batchguard::read_source(
         SourceKind::Pm2,
         &path,
         text.as_bytes(),
-        &ReadOptions::default(),
+        &SourceReadOptions::default(),
     );
     let wd = read.registrations[0].workdir.as_ref().expect("cwd");
     assert_eq!(wd.value, "/srv/payments");
@@ -357,7 +357,7 @@ fn an_explicit_crontab_is_read_as_a_crontab() {
 #[test]
 fn an_explicit_dot_cron_file_is_a_crontab_not_a_manifest() {
     // `*.cron` names are the crontab reader's to recognise (`crontab::is_crontab_path`).
-    if !sources::crontab::is_crontab_path(Path::new("deploy/billing.cron")) {
+    if !batchguard::is_crontab_path(Path::new("deploy/billing.cron")) {
         eprintln!("*.cron not yet recognised by the crontab reader: skipped");
         return;
     }

@@ -6,10 +6,8 @@
 //! attempt, why refused); never two live holders of a slot; fences strictly increase over
 //! every acquisition; a succeeded slot is never acquired again.
 
-use batchguard::store::sqlite::SqliteStore;
-use batchguard::store::{
-    AcquireRequest, AcquireResult, EventRow, Finish, Refusal, SlotState, Store,
-};
+use batchguard::SqliteStore;
+use batchguard::{AcquireRequest, AcquireResult, EventRow, Finish, Refusal, SlotState, Store};
 use jiff::Timestamp;
 use proptest::prelude::*;
 use std::collections::HashMap;

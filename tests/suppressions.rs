@@ -1,9 +1,9 @@
 //! Suppressions are judged only in files that were read: a file that did not parse, or
 //! that was refused for its size, reports no unused suppression (BG902).
 
-use batchguard::config::Settings;
-use batchguard::finding::Finding;
-use batchguard::lint::{LintOptions, lint_bytes};
+use batchguard::Finding;
+use batchguard::Settings;
+use batchguard::{LintOptions, lint_bytes};
 use std::path::Path;
 
 fn lint(bytes: &[u8]) -> Vec<Finding> {
@@ -69,7 +69,7 @@ fn lint_tree(files: &[(&str, &str)]) -> Vec<Finding> {
         settings: Settings::default(),
         now: "2026-03-01T00:00:00Z".parse().unwrap(),
     };
-    batchguard::lint::run(&opts).findings
+    batchguard::lint(&opts).findings
 }
 
 const SETTLE: &str = "version: 1\nservice: billing\njobs:\n  # batchguard: allow BG601 -- the old host is drained this week\n  - name: settle\n    schedule: \"0 * * * *\"\n    command: [node, settle.js]\n";

@@ -25,7 +25,6 @@ mod view;
 pub use crate::ledger::RowError;
 pub use drills::DrillInput;
 pub use fold::Auditor;
-pub use fold::outputs::OutputTally;
 pub use metrics::Metrics;
 
 use crate::finding::Severity;

@@ -16,8 +16,6 @@ use jiff::Timestamp;
 pub const MAX_KEYS: usize = 20;
 
 pub enum Outcome {
-    /// The job has no usable template.
-    NotApplicable,
     /// No file at the resolved path.
     Missing(String),
     /// The template resolves outside the root, or uses a placeholder a slot cannot fill.

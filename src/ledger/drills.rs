@@ -227,11 +227,6 @@ impl DrillSource {
             DrillSource::Postgres(url) => db::mask(url),
         }
     }
-
-    /// Whether records live in a database table (else a file).
-    pub fn is_database(&self) -> bool {
-        !matches!(self, DrillSource::Jsonl(_))
-    }
 }
 
 /// What [`read`] found.

@@ -139,7 +139,7 @@ pub struct EventRef<'a> {
 }
 
 impl EventRef<'_> {
-    pub fn to_owned(&self) -> Event {
+    pub fn to_owned(self) -> Event {
         Event {
             run_id: self.run_id.to_owned(),
             job: self.job.to_owned(),
@@ -257,4 +257,4 @@ pub mod sql;
 pub mod tail;
 pub mod time;
 
-pub use read::{ReadOptions, Source, read_event_refs, read_events, read_output_refs, read_outputs};
+pub use read::{ReadOptions, Source, read_events, read_outputs};

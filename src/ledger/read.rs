@@ -266,26 +266,6 @@ pub fn read_event_refs(
     }
 }
 
-/// [`read_outputs`] handing each row as an [`OutputRef`] (see [`read_event_refs`]).
-pub fn read_output_refs(
-    src: &Source,
-    opts: &ReadOptions,
-    on_output: &mut dyn FnMut(&OutputRef<'_>),
-    on_error: &mut dyn FnMut(RowError),
-) -> Result<u64, SourceError> {
-    match src {
-        Source::Csv(p) => super::csv::read_fields::<Output>(
-            p,
-            &mut |f, name, line| {
-                on_output(&OutputRef::from_fields(f, opts, name, line)?);
-                Ok(())
-            },
-            on_error,
-        ),
-        _ => read_any::<Output>(src, opts, &mut |o| on_output(&o.as_ref()), on_error),
-    }
-}
-
 /// For a database source, whether its outputs table exists (`None`: not a database).
 pub fn has_outputs_table(src: &Source) -> Result<Option<bool>, SourceError> {
     match src {
@@ -365,8 +345,6 @@ pub trait LedgerRow: Sized {
     /// Column names; the first `REQUIRED` must be present (and non-empty in every row).
     const COLUMNS: &'static [&'static str];
     const REQUIRED: usize;
-    /// Columns whose value is an integer (JSON numbers are accepted there).
-    const INTEGER_COLUMNS: &'static [usize];
     /// `fields[i]` is the value of `COLUMNS[i]`, `None` when absent or empty.
     fn from_fields(
         fields: &[Option<&str>],
@@ -454,7 +432,6 @@ impl LedgerRow for Event {
     const IS_EVENT: bool = true;
     const COLUMNS: &'static [&'static str] = &EVENT_COLUMNS;
     const REQUIRED: usize = 5;
-    const INTEGER_COLUMNS: &'static [usize] = &[6];
 
     fn from_fields(
         fields: &[Option<&str>],
@@ -548,7 +525,6 @@ impl LedgerRow for Output {
     const IS_EVENT: bool = false;
     const COLUMNS: &'static [&'static str] = &OUTPUT_COLUMNS;
     const REQUIRED: usize = 5;
-    const INTEGER_COLUMNS: &'static [usize] = &[];
 
     fn from_fields(
         fields: &[Option<&str>],

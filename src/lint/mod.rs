@@ -61,7 +61,6 @@ pub struct JobCx<'a> {
     pub manifest: &'a Manifest,
     pub service: &'a str,
     pub settings: &'a Settings,
-    pub text: &'a str,
     /// The job's schedule: its dialect is its effective deployment's scheduler
     /// (`jobs[].deployment` over the manifest's `deployment`, SPEC 2), else the
     /// platform's default (SPEC 4).
@@ -76,11 +75,6 @@ impl JobCx<'_> {
             .name
             .value()
             .map_or("(unnamed job)", String::as_str)
-    }
-
-    /// The dialect the job's schedule is read in (SPEC 4).
-    pub fn dialect(&self) -> Dialect {
-        self.sched.dialect
     }
 
     /// The shortest real-time gap between slots over the 12 months from `now`, DST
@@ -837,7 +831,6 @@ fn run_job_rules(
             manifest,
             service,
             settings: &opts.settings,
-            text: &file.text,
             sched: ScheduleCx {
                 name: job.name.value().map_or("(unnamed job)", String::as_str),
                 expr: job.schedule.get(),

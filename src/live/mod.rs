@@ -470,11 +470,6 @@ impl Live {
             })
             .collect()
     }
-
-    /// The cumulative counters (metrics).
-    pub fn counters(&self) -> &Counters {
-        &self.side.counters
-    }
 }
 
 /// The store, which must exist: `watch` never creates one.

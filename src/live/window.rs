@@ -27,7 +27,6 @@ struct PackedEvent {
     detail: Span,
     scheduled_at: Timestamp,
     at: Timestamp,
-    fence: Option<i64>,
     attempt: Option<u32>,
     /// The job's number (`live::Names`).
     job_id: u32,
@@ -80,7 +79,6 @@ impl<R> Chunk<R> {
 #[derive(Clone, Copy, Debug)]
 pub struct WindowEvent<'a> {
     pub event: EventRef<'a>,
-    pub fence: Option<i64>,
     pub detail: Option<&'a str>,
     /// The job's number, as it was pushed.
     pub job_id: u32,
@@ -122,7 +120,6 @@ impl Window {
             detail: c.span(e.detail),
             scheduled_at: ev.scheduled_at,
             at: ev.at,
-            fence: e.fence,
             attempt: ev.attempt,
             job_id,
             event: ev.event,
@@ -157,7 +154,8 @@ impl Window {
     }
 
     /// Event rows kept (some may be older than the window until their chunk goes).
-    pub fn event_rows(&self) -> usize {
+    #[cfg(test)]
+    fn event_rows(&self) -> usize {
         self.events.iter().map(|c| c.rows.len()).sum()
     }
 
@@ -190,7 +188,6 @@ impl Window {
                         snapshot_digest: c.str(p.snapshot_digest),
                         trigger: p.trigger,
                     },
-                    fence: p.fence,
                     detail: c.str(p.detail),
                     job_id: p.job_id,
                 });
@@ -258,7 +255,6 @@ mod tests {
         w.events(from, to, &mut |e| {
             assert!(e.event.scheduled_at >= from);
             assert_eq!(e.detail, Some("held by host-b"));
-            assert_eq!(e.fence, Some(7));
             assert_eq!(e.job_id, 3);
             n += 1;
         });

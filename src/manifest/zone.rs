@@ -155,8 +155,10 @@ const ABBREVIATIONS: &[(&str, &[(&str, &str)])] = &[
     ("EAT", &[("Africa/Nairobi", "East Africa")]),
 ];
 
-/// The zones a suggestion names, best first; empty when there is nothing likely.
-pub fn suggestions(name: &str) -> Vec<String> {
+/// The zones a suggestion names, best first; empty when there is nothing likely. Only the
+/// tests use it, as a plain oracle for what [`help`] words.
+#[cfg(test)]
+fn suggestions(name: &str) -> Vec<String> {
     let word = name.trim();
     if let Some((_, zones)) = ABBREVIATIONS
         .iter()

@@ -25,7 +25,7 @@ mod slots;
 mod ties;
 
 pub use facts::manifest_facts;
-pub use slots::{MAX_SCHEDULES_PER_COMMAND, year_slots};
+pub use slots::year_slots;
 
 use crate::finding::Location;
 use crate::schedule::Dialect;

@@ -6,10 +6,6 @@ use crate::lint::{FileKind, LintRun};
 use crate::sources::SourceKind;
 use serde_json::{Value, json};
 
-pub fn render(run: &LintRun) -> String {
-    render_with(run, false)
-}
-
 /// With `list_files` (`lint --list-files`), a top-level `files` array beside SPEC 8's
 /// keys: every file read (`kind`, `jobs`, `registrations`, `notes`) and every file seen
 /// but not read (`read: false`, `reason`).

@@ -17,7 +17,7 @@ use crate::manifest::Issue;
 use crate::manifest::yaml::{Node, Value};
 use crate::schedule::Dialect;
 use crate::text::{Span, Spanned};
-pub use command::{batchguard_tie, effective_argv, is_wrapped, split_words, strip_prelude};
+pub use command::{batchguard_tie, effective_argv, is_wrapped, split_words};
 use std::path::Path;
 
 /// Which kind of source a registration came from.

@@ -312,12 +312,6 @@ impl RedisStore {
         })
     }
 
-    /// Where the highest fences seen are kept (a test's own file).
-    pub fn with_fences_file(mut self, path: &Path) -> RedisStore {
-        self.fences = path.to_path_buf();
-        self
-    }
-
     fn key(&self, kind: &str, name: &str) -> String {
         format!("{}:{kind}:{name}", self.cfg.prefix)
     }

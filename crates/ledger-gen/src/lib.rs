@@ -23,7 +23,7 @@
 //!   twice, and jobs written `service/name`.
 //! - AU107: two job names no manifest declares, with clean runs.
 
-use batchguard::schedule::{Dialect, Schedule};
+use batchguard::{Dialect, Schedule};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use std::fs::File;

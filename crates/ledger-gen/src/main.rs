@@ -5,7 +5,7 @@
 //! ```
 //! See `docs/ledger.md` ("The generator") and the library of this crate.
 
-use batchguard::schedule::Dialect;
+use batchguard::Dialect;
 use batchguard_ledger_gen::{CODES, Format, GenOptions, generate};
 use clap::Parser;
 use std::path::PathBuf;

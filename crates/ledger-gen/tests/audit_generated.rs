@@ -1,7 +1,7 @@
 //! Generated ledgers (several seeds, every dialect) give exactly the injected counts of
 //! `expected.json`, and the expected-slot metric equals the generator's due slots.
 
-use batchguard::audit::run::{RunOptions, run};
+use batchguard::{AuditRunOptions, audit};
 use batchguard_ledger_gen::{CODES, Format, GenOptions, generate};
 
 fn check(seed: u64, format: Format) {
@@ -11,7 +11,7 @@ fn check(seed: u64, format: Format) {
     o.format = format;
     o.defect_rate = 0.05;
     let g = generate(&o).expect("generate");
-    let r = run(&RunOptions {
+    let r = audit(&AuditRunOptions {
         ledger: g.events_path.display().to_string(),
         outputs: Some(g.outputs_path.display().to_string()),
         manifests: vec![g.manifest.clone()],

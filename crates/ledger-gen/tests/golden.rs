@@ -6,7 +6,7 @@
 //! `BATCHGUARD_BLESS=1 cargo test -p batchguard-ledger-gen --test golden` and say why in
 //! the commit.
 
-use batchguard::schedule::Dialect;
+use batchguard::Dialect;
 use batchguard_ledger_gen::{Format, GenOptions, generate};
 use sha2::{Digest, Sha256};
 use std::fmt::Write;

@@ -3,8 +3,8 @@
 //! that need no manifest: AU103, AU104, AU107, AU201). The audit's own tests check every
 //! code against `expected.json`.
 
-use batchguard::ledger::{
-    Event, EventKind, Output, ReadOptions, Source, read_events, read_outputs,
+use batchguard::{
+    Event, EventKind, LedgerReadOptions, LedgerSource, Output, read_events, read_outputs,
 };
 use batchguard_ledger_gen::{CODES, Format, GenOptions, Generated, generate};
 use std::collections::{HashMap, HashSet};
@@ -20,12 +20,12 @@ fn gen_in(dir: &std::path::Path, seed: u64, format: Format) -> Generated {
 }
 
 fn read(g: &Generated) -> (Vec<Event>, Vec<Output>) {
-    let opts = ReadOptions::default();
+    let opts = LedgerReadOptions::default();
     let (mut ev, mut out) = (Vec::new(), Vec::new());
-    let src = Source::parse(&g.events_path.display().to_string()).expect("src");
+    let src = LedgerSource::parse(&g.events_path.display().to_string()).expect("src");
     let n = read_events(&src, &opts, &mut |e| ev.push(e), &mut |e| panic!("{e}")).expect("read");
     assert_eq!(n, g.events);
-    let src = Source::parse(&g.outputs_path.display().to_string()).expect("src");
+    let src = LedgerSource::parse(&g.outputs_path.display().to_string()).expect("src");
     let n = read_outputs(&src, &opts, &mut |o| out.push(o), &mut |e| panic!("{e}")).expect("read");
     assert_eq!(n, g.outputs);
     (ev, out)
@@ -92,7 +92,7 @@ fn expected_json_and_manifest_are_valid() {
         assert_eq!(v["findings"][c], n, "{c}");
     }
     let bytes = std::fs::read(&g.manifest).expect("manifest");
-    let (_, loaded) = batchguard::manifest::load::load(&bytes);
+    let (_, loaded) = batchguard::load_manifest(&bytes);
     assert!(loaded.diags.is_empty(), "{:?}", loaded.diags.len());
     assert_eq!(loaded.jobs.len(), 16);
 }

@@ -70,11 +70,6 @@ pub fn register(out: &mut Vec<&'static RuleMeta>) {
     out.extend(all());
 }
 
-/// The check with this code (`AU101`), for `explain` and the config's `[rules]`.
-pub fn meta(code: &str) -> Option<&'static RuleMeta> {
-    all().find(|m| m.code == code)
-}
-
 /// A finding of `check` with its name and default severity.
 pub(crate) fn finding(
     check: &'static RuleMeta,
@@ -191,8 +186,6 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(codes, sorted);
-        assert!(std::ptr::eq(meta("AU101").unwrap_or(&AU001), &AU101));
-        assert!(meta("AU999").is_none());
     }
 
     #[test]
