@@ -485,9 +485,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
                 outputs: std::mem::take(&mut fin.outputs),
             };
             match a.write(batch) {
-                Ok(()) => {
-                    let _ = std::fs::remove_dir_all(&run_dir);
-                }
+                Ok(()) => remove_run_dir(&run_dir),
                 Err(e) => eprintln!("batchguard run: {e}"),
             }
             if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
@@ -497,7 +495,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
                 eprintln!("batchguard run: {e}");
             }
-            let _ = std::fs::remove_dir_all(&run_dir);
+            remove_run_dir(&run_dir);
         }
         drop(alive);
         let (exit_status, signal) = match &result {
@@ -638,7 +636,14 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
     // An empty runs directory has no leftovers: no round trip to the store for them.
     let runs = Path::new(".batchguard/runs");
     let dirs: Vec<PathBuf> = std::fs::read_dir(runs)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    !p.file_name()
+                        .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+                })
+                .collect()
+        })
         .unwrap_or_default();
     if dirs.is_empty() {
         return Ok(done);
@@ -656,7 +661,7 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
         }
         let (outputs, _) = classify::read_outputs(&file, Timestamp::now());
         done.written += st.ingest_abandoned(&run, &outputs)?;
-        let _ = std::fs::remove_dir_all(&dir);
+        remove_run_dir(&dir);
     }
     // Runs with a ledger apart: their directory names the ledger.
     for dir in dirs {
@@ -704,12 +709,33 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
             }
         }
         done.written += n;
-        let _ = std::fs::remove_dir_all(&dir);
+        remove_run_dir(&dir);
     }
     Ok(done)
 }
 
 const RUN_LOCK: &str = "alive";
+
+/// Removes a run directory while its lock is held. It is first renamed to a hidden name
+/// that no run id has (catch-up skips hidden names), then emptied: removed in place,
+/// another catch-up could open, and so create, its lock file after `remove_dir_all`
+/// unlinked it and before the `rmdir`, and the directory would be left behind.
+fn remove_run_dir(dir: &Path) {
+    let Some(name) = dir.file_name() else {
+        return;
+    };
+    let mut hidden = std::ffi::OsString::from(".removing-");
+    hidden.push(name);
+    let gone = dir.with_file_name(hidden);
+    match std::fs::rename(dir, &gone) {
+        Ok(()) => {
+            let _ = std::fs::remove_dir_all(&gone);
+        }
+        Err(_) => {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
 
 /// An exclusive `flock` on the run directory's lock file, held for the life of the attempt:
 /// the kernel drops it when the process dies, so a run whose lease has expired but whose
