@@ -201,6 +201,8 @@ fn every_module_is_crate_private() {
         public.is_empty(),
         "src/lib.rs: declare modules with `mod` and re-export what is public: {public:?}"
     );
-    assert!(lib.contains("\nmod lint;\n"), "src/lib.rs declares its modules");
+    assert!(
+        lib.contains("\nmod lint;\n"),
+        "src/lib.rs declares its modules"
+    );
 }
-

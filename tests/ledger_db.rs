@@ -5,9 +5,13 @@
 //! fail: CI must run them for real. Each test creates its own uniquely named tables from
 //! `schemas/ledger.postgres.sql` and drops them.
 
+#[path = "common/ledger.rs"]
+mod ledger;
+
 use batchguard::{
     Event, LedgerReadOptions, LedgerSource, Output, RowError, read_events, read_outputs,
 };
+use ledger::{events_error, outputs_error};
 use sqlx::{AssertSqlSafe, Connection};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -173,13 +177,7 @@ fn sqlite_bad_rows_are_located_and_missing_things_are_source_errors() {
     assert_eq!((ev.len(), bad.len()), (2, 1));
 
     let missing = LedgerSource::Sqlite(dir.path().join("nope.db"));
-    let e = read_events(
-        &missing,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = events_error(&missing);
     assert!(e.0.contains("nope.db"), "{e}");
     assert!(
         !dir.path().join("nope.db").exists(),
@@ -201,21 +199,9 @@ fn sqlite_bad_rows_are_located_and_missing_things_are_source_errors() {
         c.close().await.expect("close");
     });
     let src = LedgerSource::Sqlite(empty);
-    let e = read_events(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = events_error(&src);
     assert!(e.0.contains("no table `batchguard_events`"), "{e}");
-    let e = read_outputs(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = outputs_error(&src);
     assert!(e.0.contains("`scheduled_at`, `output_key`, `at`"), "{e}");
 }
 
@@ -406,31 +392,13 @@ fn postgres_missing_table_and_unreachable_server_are_source_errors_without_passw
     let rt = rt();
     let Some(_c) = rt.block_on(pg()) else { return };
     let src = pg_source("no_such_table_xyz", "public.no_such_outputs");
-    let e = read_events(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = events_error(&src);
     assert!(e.0.contains("no table `no_such_table_xyz`"), "{e}");
-    let e = read_outputs(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = outputs_error(&src);
     assert!(e.0.contains("no table `public.no_such_outputs`"), "{e}");
 
     let src = LedgerSource::parse("postgres://bob:sekrit-pw@127.0.0.1:1/ledger").expect("src");
-    let e = read_events(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = events_error(&src);
     assert!(!e.0.contains("sekrit-pw"), "{e}");
     assert!(e.0.contains("bob:***@127.0.0.1:1"), "{e}");
 

@@ -7,7 +7,11 @@
 #[path = "common/mysqldb.rs"]
 mod mysqldb;
 
-use batchguard::{Event, LedgerReadOptions, LedgerSource, RowError, read_events, read_outputs};
+#[path = "common/ledger.rs"]
+mod ledger;
+
+use batchguard::{Event, LedgerReadOptions, LedgerSource, RowError, read_events};
+use ledger::{events_error, outputs_error};
 
 fn events(src: &LedgerSource, opts: &LedgerReadOptions) -> (Vec<Event>, Vec<RowError>) {
     let (mut ev, mut bad) = (Vec::new(), Vec::new());
@@ -57,31 +61,13 @@ fn a_missing_table_and_an_unreachable_server_are_source_errors_without_the_passw
         return;
     };
     let src = LedgerSource::parse(&format!("{}?events_table=no_such_ev", db.url)).expect("src");
-    let e = read_events(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = events_error(&src);
     assert!(e.0.contains("no table `no_such_ev`"), "{e}");
-    let e = read_outputs(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = outputs_error(&src);
     assert!(e.0.contains("no table `batchguard_outputs`"), "{e}");
 
     let src = LedgerSource::parse("mysql://bob:sekrit-pw@127.0.0.1:1/ledger").expect("src");
-    let e = read_events(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = events_error(&src);
     assert!(!e.0.contains("sekrit-pw"), "{e}");
     assert!(e.0.contains("bob:***@127.0.0.1:1"), "{e}");
     let bad_user = mysqldb::with_database(&mysqldb::admin_url(), &db.name).replacen(

@@ -1,11 +1,15 @@
 //! The file readers (SPEC 5): CSV and JSONL give the same values; bad rows are reported with
 //! their line and column and the rest is read.
 
+#[path = "common/ledger.rs"]
+mod ledger;
+
 use batchguard::{
     Event, EventKind, LedgerReadOptions, LedgerSource, Output, RowError, Status, Trigger,
     read_events, read_outputs,
 };
 use jiff::Timestamp;
+use ledger::{events_error, outputs_error};
 
 fn events(src: &str, opts: &LedgerReadOptions) -> (u64, Vec<Event>, Vec<RowError>) {
     let src = LedgerSource::parse(src).expect("source");
@@ -169,13 +173,7 @@ fn malformed_jsonl_lines_are_located_and_the_rest_read() {
 #[test]
 fn missing_required_columns_are_a_source_error_naming_them() {
     let src = LedgerSource::parse("fixtures/ledger/events-missing-columns.csv").expect("source");
-    let e = read_events(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = events_error(&src);
     assert!(e.0.contains("`scheduled_at`, `at`"), "{e}");
     assert!(!e.0.contains("`job`"), "{e}");
 }
@@ -183,13 +181,7 @@ fn missing_required_columns_are_a_source_error_naming_them() {
 #[test]
 fn an_events_file_is_not_an_outputs_file() {
     let src = LedgerSource::parse("fixtures/ledger/events.csv").expect("source");
-    let e = read_outputs(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = outputs_error(&src);
     assert!(e.0.contains("`output_key`"), "{e}");
 }
 
@@ -197,13 +189,7 @@ fn an_events_file_is_not_an_outputs_file() {
 fn a_missing_file_is_a_source_error() {
     for p in ["fixtures/ledger/nope.csv", "fixtures/ledger/nope.jsonl"] {
         let src = LedgerSource::parse(p).expect("source");
-        let e = read_events(
-            &src,
-            &LedgerReadOptions::default(),
-            &mut |_| {},
-            &mut |_| {},
-        )
-        .unwrap_err();
+        let e = events_error(&src);
         assert!(e.0.contains("nope"), "{e}");
     }
 }
@@ -214,13 +200,7 @@ fn an_empty_csv_has_no_header_and_says_so() {
     let p = dir.path().join("empty.csv");
     std::fs::write(&p, "").expect("write");
     let src = LedgerSource::Csv(p);
-    let e = read_events(
-        &src,
-        &LedgerReadOptions::default(),
-        &mut |_| {},
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let e = events_error(&src);
     assert!(e.0.contains("`run_id`"), "{e}");
 }
 
