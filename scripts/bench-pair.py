@@ -34,9 +34,12 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("args", nargs=argparse.REMAINDER)
-    a = ap.parse_args()
-    args = a.args[1:] if a.args[:1] == ["--"] else a.args
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        ap.error("give the command's arguments after --")
+    cut = argv.index("--")
+    a = ap.parse_args(argv[:cut])
+    args = argv[cut + 1 :]
     if not args:
         ap.error("give the command's arguments after --")
     sides = {"old": [a.old, *args], "new": [a.new, *args]}
@@ -50,6 +53,8 @@ def main():
     codes = {name: {r[2] for r in rs} for name, rs in res.items()}
     if codes["old"] != codes["new"] or len(codes["old"]) != 1:
         sys.exit(f"exit codes differ: old {sorted(codes['old'])}, new {sorted(codes['new'])}")
+    if codes["old"] & {2, 125}:
+        sys.exit(f"the command could not run (exit {sorted(codes['old'])}): {' '.join(args)}")
     med = {n: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)) for n, rs in res.items()}
     wall_ratio = statistics.median(n[0] / o[0] for o, n in zip(res["old"], res["new"]))
     cpu_ratio = statistics.median(n[1] / o[1] for o, n in zip(res["old"], res["new"]) if o[1] > 0)
