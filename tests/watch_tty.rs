@@ -21,7 +21,8 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn new() -> Option<Tmux> {
+    /// `tag` keeps the servers of tests running at once apart.
+    fn new(tag: &str) -> Option<Tmux> {
         let here = Command::new("tmux")
             .arg("-V")
             .output()
@@ -35,7 +36,7 @@ impl Tmux {
             return None;
         }
         Some(Tmux {
-            socket: format!("bg-watch-{}", std::process::id()),
+            socket: format!("bg-watch-{tag}-{}", std::process::id()),
         })
     }
 
@@ -89,7 +90,7 @@ impl Drop for Holder {
 
 #[test]
 fn the_live_table_shows_a_running_job_and_a_skipped_slot_with_its_holder() {
-    let Some(tmux) = Tmux::new() else {
+    let Some(tmux) = Tmux::new("table") else {
         return;
     };
     let c = Case::sqlite(&manifest(&[
@@ -220,6 +221,92 @@ fn the_live_table_shows_a_running_job_and_a_skipped_slot_with_its_holder() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Waits for a file the pane's shell writes, and returns it.
+fn file_of(tmux: &Tmux, path: &std::path::Path, what: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never came:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A TERM sent to the screen (a deploy stopping it, `timeout`, a closed session) ends it
+/// with the terminal given back: the alternate screen left, the line discipline cooked
+/// again, and exit 128 + 15 as a shell reports a TERM.
+#[test]
+fn a_term_gives_the_terminal_back() {
+    let Some(tmux) = Tmux::new("term") else {
+        return;
+    };
+    let c = Case::sqlite(&manifest(&[("report", "* * * * *", "1s", "1m", "")]));
+    let (pid_file, exit_file, stty_file) =
+        (c.path("pid.txt"), c.path("exit.txt"), c.path("stty.txt"));
+    // The inner shell writes its pid and becomes `watch`; the outer one reports what the
+    // terminal is like once it has ended.
+    let script = format!(
+        "cd '{dir}' && NO_COLOR=1 sh -c 'echo $$ > {pid}; exec {bin} watch --store {url} --manifest m.batchguard.yaml --interval 1h'; echo $? > '{exit}'; stty -a > '{stty}'; sleep 600",
+        dir = c.dir.path().display(),
+        pid = pid_file.display(),
+        bin = bin().display(),
+        url = c.url(),
+        exit = exit_file.display(),
+        stty = stty_file.display(),
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "w",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        &script,
+    ]);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    tmux.until("the table", |s| s.contains("q: quit"));
+    let alternate = |tmux: &Tmux| {
+        String::from_utf8_lossy(
+            &tmux
+                .run(&["display", "-p", "-t", "w", "#{alternate_on}"])
+                .stdout,
+        )
+        .trim()
+        .to_owned()
+    };
+    assert_eq!(
+        alternate(&tmux),
+        "1",
+        "the table is on the alternate screen"
+    );
+    let pid: i32 = file_of(&tmux, &pid_file, "the pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: signalling the process this test started in its pane.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert_eq!(file_of(&tmux, &exit_file, "the exit code").trim(), "143");
+    let stty = file_of(&tmux, &stty_file, "stty -a");
+    let modes: Vec<&str> = stty.split_whitespace().collect();
+    for mode in ["icanon", "echo", "icrnl", "opost"] {
+        assert!(modes.contains(&mode), "{mode} is back on: {stty}");
+    }
+    assert_eq!(alternate(&tmux), "0", "the alternate screen is left");
 }
 
 fn live_rows(db: &std::path::Path, sql: &str) -> i64 {

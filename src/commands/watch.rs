@@ -146,12 +146,18 @@ fn summary(s: &Snapshot) -> String {
 }
 
 /// The terminal screen: the alternate screen in raw mode, redrawn at every refresh and
-/// when the terminal is resized; `q`, Esc or Ctrl-C quit.
+/// when the terminal is resized; `q`, Esc or Ctrl-C quit. TERM, HUP and INT sent to the
+/// process end it too, with the terminal given back and exit 128 + the signal.
 mod screen {
     use super::{Error, Live, Outcome, Snapshot, no_color_env, watch_table};
     use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
     use ratatui::crossterm::{cursor, execute, terminal};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
+
+    /// How long a wait for a key lasts at most before the signal flag is looked at again.
+    const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
     /// Gives the terminal back however the screen ends.
     struct Restore;
@@ -178,6 +184,20 @@ mod screen {
         deadline: Option<Instant>,
         exit_on_alert: bool,
     ) -> Result<Outcome, Error> {
+        // Set to the signal's number when one arrives; the handlers only store it.
+        let stop = Arc::new(AtomicUsize::new(0));
+        for sig in [
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+            signal_hook::consts::SIGINT,
+        ] {
+            signal_hook::flag::register_usize(sig, Arc::clone(&stop), sig as usize)
+                .map_err(|e| Error::Live(format!("cannot handle signal {sig}: {e}")))?;
+        }
+        let stopped = || match stop.load(Ordering::Relaxed) {
+            0 => None,
+            sig => Some(Outcome::Code(128u8.saturating_add(sig as u8))),
+        };
         terminal::enable_raw_mode().map_err(io)?;
         let restore = Restore;
         execute!(
@@ -225,6 +245,9 @@ mod screen {
             let next = Instant::now() + interval;
             loop {
                 let now = Instant::now();
+                if let Some(outcome) = stopped() {
+                    return Ok(outcome);
+                }
                 if deadline.is_some_and(|d| now >= d) {
                     return Ok(Outcome::Clean);
                 }
@@ -235,8 +258,12 @@ mod screen {
                 if wait.is_zero() {
                     break;
                 }
-                if !event::poll(wait).map_err(io)? {
-                    continue;
+                match event::poll(wait.min(SIGNAL_CHECK)) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    // A signal arrived during the wait: the flag says which.
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io(e)),
                 }
                 match event::read().map_err(io)? {
                     Event::Key(k) if k.kind != KeyEventKind::Release => {
