@@ -316,7 +316,7 @@ fn secs_until(until_us: Option<&str>, now: Timestamp) -> i64 {
 }
 
 /// Splits `DELIMITER`-free DDL into statements: `;` at a line's end ends one.
-fn ddl_statements(ddl: &str) -> Vec<String> {
+pub(super) fn ddl_statements(ddl: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     for line in ddl.lines() {
@@ -502,6 +502,11 @@ impl MysqlStore {
 
     fn unexpected(&self, what: &str) -> StoreError {
         StoreError(format!("{}: {what}: unexpected answer", self.shown))
+    }
+
+    /// `sql` (statements, no answer wanted) in one round trip, for the drill records.
+    pub(super) fn execute(&mut self, sql: String, what: &str) -> Result<(), StoreError> {
+        self.query(sql, what).map(|_| ())
     }
 }
 
