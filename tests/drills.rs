@@ -209,6 +209,12 @@ fn mysql_round_trip_creates_the_table_once_under_concurrent_first_drills() {
     let rows = db.rows("SELECT at, CAST(passed AS CHAR) FROM batchguard_drills");
     assert_eq!(rows[1][0].as_deref(), Some("2026-03-10T09:30:00.123456Z"));
     assert_eq!(rows[1][1].as_deref(), Some("0"));
+    // A drill's write is one round trip after connecting, as every MySQL store operation.
+    let proxy = mysqldb::Proxy::start(&mysqldb::host_port(&db.url));
+    append_drill(&proxy.url(&db), &three()[0]).unwrap_or_else(|e| panic!("{e}"));
+    let cmds = proxy.take();
+    assert_eq!(mysqldb::round_trips(&cmds), 1, "{cmds:?}");
+    assert_eq!(read(&db.url).rows_read, 4);
     let Some(db2) = mysqldb::fresh("drills_race") else {
         return;
     };
