@@ -190,8 +190,8 @@ pub struct AuditArgs {
     /// Directory the manifests' snapshot.path templates are relative to (AU202-AU204).
     #[arg(long)]
     pub snapshots: Option<PathBuf>,
-    /// Drill records for AU301 (drill-overdue): path.jsonl/.ndjson, sqlite:PATH or
-    /// postgres://… (default: the ledger database's batchguard_drills table).
+    /// Drill records for AU301 (drill-overdue): path.jsonl/.ndjson, sqlite:PATH,
+    /// postgres://… or mysql://… (default: the ledger database's batchguard_drills table).
     #[arg(long)]
     pub drills: Option<String>,
     /// Window start (inclusive), RFC 3339: slots are selected by scheduled_at. Its offset
@@ -328,7 +328,8 @@ pub struct DrillArgs {
     /// Comma-separated: clean, rerun, concurrent, crash, retry, stale, or all.
     #[arg(long, default_value = "all")]
     pub scenarios: String,
-    /// Append the outcome to drill records: a .jsonl file, sqlite:PATH or postgres://….
+    /// Append the outcome to drill records: a .jsonl file, sqlite:PATH, postgres://… or
+    /// mysql://….
     #[arg(long)]
     pub record: Option<String>,
     #[arg(long, value_enum, default_value_t = DrillFormat::Pretty)]
@@ -440,11 +441,11 @@ pub struct MetricsArgs {
 #[derive(clap::Args, Debug)]
 pub struct LiveArgs {
     /// Lock store (its leases, its clock and, without --ledger, its ledger tables):
-    /// sqlite:PATH or postgres://…
+    /// sqlite:PATH, postgres://…, mysql://…, or redis://… (with --ledger)
     #[arg(long, required_unless_present = "ledger")]
     pub store: Option<String>,
-    /// Ledger to follow instead of the store's tables: sqlite:PATH, postgres://… or a
-    /// JSONL file.
+    /// Ledger to follow instead of the store's tables: sqlite:PATH, postgres://…,
+    /// mysql://… or a JSONL file.
     #[arg(long)]
     pub ledger: Option<String>,
     /// Outputs of a file ledger (a database ledger's own table otherwise).

@@ -3,6 +3,8 @@
 //! the digest check and the refusal of a store that is not a fresh sandbox.
 
 mod common;
+#[path = "common/mysqldb.rs"]
+mod mysqldb;
 
 use common::{bg, need_node};
 use serde_json::Value;
@@ -653,7 +655,55 @@ fn a_scenario_past_its_time_limit_fails_and_leaves_nothing_running() {
 #[test]
 fn recorded_drills_give_au301_exactly_for_the_job_without_a_passing_drill() {
     let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("two.batchguard.yaml");
+    let records = dir.path().join("drills.jsonl");
+    drills_then_au301(dir.path(), records.to_str().unwrap());
+    let lines: Vec<Value> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["job"], "billing/careful");
+    assert_eq!(lines[0]["passed"], true);
+    assert_eq!(lines[0]["scenarios"], "clean:passed,rerun:passed");
+    assert_eq!(lines[1]["scenarios"], "clean:passed,rerun:failed");
+    assert!(
+        lines[1]["report_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+}
+
+#[test]
+fn drills_recorded_into_mysql_give_the_same_au301() {
+    let Some(db) = mysqldb::fresh("drill_record") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    drills_then_au301(dir.path(), &db.url);
+    let r = batchguard::read_drills(&db.url, &batchguard::LedgerReadOptions::default())
+        .expect("read back");
+    let got: Vec<(&str, bool, &str)> = r
+        .records
+        .iter()
+        .map(|d| (d.job.as_str(), d.passed, d.scenarios.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("billing/careful", true, "clean:passed,rerun:passed"),
+            ("billing/naive", false, "clean:passed,rerun:failed")
+        ]
+    );
+    assert!(r.records[1].report_digest.starts_with("sha256:"));
+}
+
+/// Drills `careful` (passes) and `naive` (fails `rerun`) of a three-job manifest in `dir`,
+/// recording both to `records`; then the audit with `--drills records` finds AU301 for
+/// `naive` and the job never drilled.
+fn drills_then_au301(dir: &Path, records: &str) {
+    let m = dir.join("two.batchguard.yaml");
     let job = |name: &str, replay: &str| {
         format!(
             "  - name: {name}\n    schedule: \"0 2 * * *\"\n    expected_duration: 30s\n    lock: {{key: \"{{job}}:{{scheduled_at}}\", ttl: 90s}}\n    snapshot: {{path: \"snapshots/{{scheduled_at}}.jsonl\", key: payment_id}}\n    replay:\n      command: {replay}\n"
@@ -671,39 +721,17 @@ fn recorded_drills_give_au301_exactly_for_the_job_without_a_passing_drill() {
         ),
     )
     .unwrap();
-    let records = dir.path().join("drills.jsonl");
     for (name, want) in [("careful", 0), ("naive", 1)] {
         let (code, _, err) = drill_slot(
             m.to_str().unwrap(),
             name,
-            &[
-                "--scenarios",
-                "rerun",
-                "--record",
-                records.to_str().unwrap(),
-            ],
+            &["--scenarios", "rerun", "--record", records],
         );
         assert_eq!(code, want, "{name}: {err}");
     }
-    let lines: Vec<Value> = std::fs::read_to_string(&records)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), 2);
-    assert_eq!(lines[0]["job"], "billing/careful");
-    assert_eq!(lines[0]["passed"], true);
-    assert_eq!(lines[0]["scenarios"], "clean:passed,rerun:passed");
-    assert_eq!(lines[1]["scenarios"], "clean:passed,rerun:failed");
-    assert!(
-        lines[1]["report_digest"]
-            .as_str()
-            .unwrap()
-            .starts_with("sha256:")
-    );
 
     // A ledger with one row; the window ends tomorrow, so today's drills are within the cadence.
-    let ledger = dir.path().join("events.csv");
+    let ledger = dir.join("events.csv");
     std::fs::write(
         &ledger,
         format!("run_id,job,scheduled_at,event,at\nr1,careful,{SLOT},start,{SLOT}\n"),
@@ -715,7 +743,7 @@ fn recorded_drills_give_au301_exactly_for_the_job_without_a_passing_drill() {
     let out = bg()
         .args(["audit", "--ledger", ledger.to_str().unwrap()])
         .args(["--manifest", m.to_str().unwrap()])
-        .args(["--drills", records.to_str().unwrap()])
+        .args(["--drills", records])
         .args(["--from", &from.to_string(), "--to", &to.to_string()])
         .args(["--format", "json"])
         .output()

@@ -1,13 +1,17 @@
 //! Drill records (SPEC 5.3) and AU301 drill-overdue (SPEC 6): what `drill --record` appends
-//! reads back the same from a JSONL file, a SQLite file and the real PostgreSQL server;
+//! reads back the same from a JSONL file, a SQLite file and the real PostgreSQL and
+//! MariaDB servers;
 //! hostile drill files are counted and located, never a panic; `audit` reports AU301
 //! exactly for the jobs with a snapshot and no passing drill within `drill_cadence`, reads
 //! the records from `--drills` or from the ledger database, and says when it has none.
 //!
-//! PostgreSQL: `BATCHGUARD_TEST_PG` (see `tests/common/pgdb.rs`); unreachable, these tests
-//! print why and pass, except under `CI=true`.
+//! PostgreSQL: `BATCHGUARD_TEST_PG` (see `tests/common/pgdb.rs`), MySQL / MariaDB:
+//! `BATCHGUARD_TEST_MYSQL` (`tests/common/mysqldb.rs`); unreachable, these tests print why
+//! and pass, except under `CI=true`.
 
 mod common;
+#[path = "common/mysqldb.rs"]
+mod mysqldb;
 #[path = "common/pgdb.rs"]
 mod pgdb;
 
@@ -187,27 +191,67 @@ fn postgres_round_trip_creates_the_table_once_under_concurrent_first_drills() {
     assert_eq!(types[2], ("at".into(), "timestamp with time zone".into()));
     assert_eq!(types[3], ("passed".into(), "boolean".into()));
 
-    // Four first drills at once into another fresh database: one creates the table, all
-    // four rows land.
     let Some(db2) = pgdb::fresh("drills_race") else {
         return;
     };
+    concurrent_first_drills(&db2.url);
+}
+
+#[test]
+fn mysql_round_trip_creates_the_table_once_under_concurrent_first_drills() {
+    let Some(db) = mysqldb::fresh("drills_rt") else {
+        return;
+    };
+    let before = read(&db.url);
+    assert!(!before.table_present, "a fresh database has no drill table");
+    round_trip(&db.url);
+    // RFC 3339 text with six fractional digits, as the MySQL ledger keeps times.
+    let rows = db.rows("SELECT at, CAST(passed AS CHAR) FROM batchguard_drills");
+    assert_eq!(rows[1][0].as_deref(), Some("2026-03-10T09:30:00.123456Z"));
+    assert_eq!(rows[1][1].as_deref(), Some("0"));
+    // A drill's write is one round trip after connecting, as every MySQL store operation.
+    let proxy = mysqldb::Proxy::start(&mysqldb::host_port(&db.url));
+    append_drill(&proxy.url(&db), &three()[0]).unwrap_or_else(|e| panic!("{e}"));
+    let cmds = proxy.take();
+    assert_eq!(mysqldb::round_trips(&cmds), 1, "{cmds:?}");
+    assert_eq!(read(&db.url).rows_read, 4);
+    let Some(db2) = mysqldb::fresh("drills_race") else {
+        return;
+    };
+    concurrent_first_drills(&db2.url);
+}
+
+/// Four first drills at once into a fresh database: one creates the table, all four rows
+/// land.
+fn concurrent_first_drills(url: &str) {
     std::thread::scope(|s| {
         for i in 0..4 {
-            let url = db2.url.clone();
             s.spawn(move || {
                 let r = rec(
                     &format!("job-{i}"),
                     "2026-03-01T00:00:00Z",
                     &[("clean", true)],
                 );
-                append_drill(&url, &r).unwrap_or_else(|e| panic!("{e}"));
+                append_drill(url, &r).unwrap_or_else(|e| panic!("{e}"));
             });
         }
     });
-    let got = read(&db2.url);
+    let got = read(url);
     let jobs: BTreeSet<String> = got.records.iter().map(|r| r.job.clone()).collect();
     assert_eq!(jobs.len(), 4, "{jobs:?}");
+}
+
+/// `store migrate` creates the drill table, twice without harm.
+fn migrate_creates_the_drill_table(url: &str) {
+    bg().args(["store", "migrate", "--store", url])
+        .assert()
+        .success();
+    let r = read(url);
+    assert!(r.table_present);
+    assert!(r.records.is_empty());
+    bg().args(["store", "migrate", "--store", url])
+        .assert()
+        .success();
 }
 
 #[test]
@@ -215,15 +259,15 @@ fn postgres_store_migrate_creates_the_drill_table() {
     let Some(db) = pgdb::fresh("drills_migrate") else {
         return;
     };
-    bg().args(["store", "migrate", "--store", &db.url])
-        .assert()
-        .success();
-    let r = read(&db.url);
-    assert!(r.table_present);
-    // Twice is fine.
-    bg().args(["store", "migrate", "--store", &db.url])
-        .assert()
-        .success();
+    migrate_creates_the_drill_table(&db.url);
+}
+
+#[test]
+fn mysql_store_migrate_creates_the_drill_table() {
+    let Some(db) = mysqldb::fresh("drills_migrate") else {
+        return;
+    };
+    migrate_creates_the_drill_table(&db.url);
 }
 
 #[test]
@@ -234,15 +278,22 @@ fn passwords_are_masked_in_every_drill_message() {
     assert!(!e.contains("s3cret-pw") && e.contains("bob:***@"), "{e}");
     let e = batchguard::read_drills(url, &LedgerReadOptions::default()).unwrap_err();
     assert!(!e.contains("s3cret-pw") && e.contains("bob:***@"), "{e}");
-    let e = batchguard::read_drills("mysql://bob:s3cret-pw@h/d", &LedgerReadOptions::default())
-        .unwrap_err();
-    assert!(!e.contains("s3cret-pw"), "{e}");
-    let (code, _, err) = Project::new().audit(&["--ledger", "events.csv", "--drills", url]);
-    assert_eq!(code, 2);
+    let my = "mysql://bob:s3cret-pw@127.0.0.1:1/test";
+    let e = append_drill(my, &three()[0]).unwrap_err();
     assert!(
-        !err.contains("s3cret-pw") && err.contains("bob:***@"),
-        "{err}"
+        !e.contains("s3cret-pw") && e.contains("bob:***@") && e.contains("cannot connect"),
+        "{e}"
     );
+    let e = batchguard::read_drills(my, &LedgerReadOptions::default()).unwrap_err();
+    assert!(!e.contains("s3cret-pw") && e.contains("bob:***@"), "{e}");
+    for url in [url, my] {
+        let (code, _, err) = Project::new().audit(&["--ledger", "events.csv", "--drills", url]);
+        assert_eq!(code, 2);
+        assert!(
+            !err.contains("s3cret-pw") && err.contains("bob:***@"),
+            "{err}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------- hostile input
@@ -389,19 +440,19 @@ fn hostile_drill_rows_in_sqlite_are_counted_and_located() {
     );
 }
 
-#[test]
-fn hostile_drill_rows_in_postgres_are_counted_and_located() {
-    let Some(db) = pgdb::fresh("drills_bad") else {
-        return;
-    };
-    db.exec(
-        "CREATE TABLE batchguard_drills (job text, scheduled_at timestamptz, at text, passed text, scenarios text, report_digest text);
-         INSERT INTO batchguard_drills VALUES ('a', '2026-03-01T00:00:00Z', '2026-03-02T00:00:00+09:00', 'true', 'clean:passed', 'sha256:1');
-         INSERT INTO batchguard_drills VALUES ('b', '2026-03-01T00:00:00Z', 'soon', 'true', 'clean:passed', 'sha256:1');
-         INSERT INTO batchguard_drills VALUES ('c', '2026-03-01T00:00:00Z', '2026-03-02T00:00:00Z', 'yes', 'clean:passed', 'sha256:1');
-         INSERT INTO batchguard_drills VALUES ('d', NULL, '2026-03-02T00:00:00Z', 'false', 'clean:failed', 'sha256:1');",
-    );
-    let r = read(&db.url);
+/// Four rows of a team's own drill table (`scheduled_at` of the type `created` says):
+/// one good, three bad in `at`, `passed` and `scheduled_at`.
+fn hostile_drill_rows(url: &str, exec: impl Fn(&str), created: &str, slot: &str) {
+    exec(created);
+    for row in [
+        format!("'a', {slot}, '2026-03-02T00:00:00+09:00', 'true', 'clean:passed', 'sha256:1'"),
+        format!("'b', {slot}, 'soon', 'true', 'clean:passed', 'sha256:1'"),
+        format!("'c', {slot}, '2026-03-02T00:00:00Z', 'yes', 'clean:passed', 'sha256:1'"),
+        "'d', NULL, '2026-03-02T00:00:00Z', 'false', 'clean:failed', 'sha256:1'".to_owned(),
+    ] {
+        exec(&format!("INSERT INTO batchguard_drills VALUES ({row})"));
+    }
+    let r = read(url);
     assert_eq!(r.records.len(), 1);
     assert_eq!(r.records[0].at, ts("2026-03-01T15:00:00Z"));
     let located: Vec<(u64, Option<&str>)> = r
@@ -421,6 +472,40 @@ fn hostile_drill_rows_in_postgres_are_counted_and_located() {
         r.errors[0].at.source.ends_with(" batchguard_drills"),
         "{}",
         r.errors[0]
+    );
+}
+
+#[test]
+fn hostile_drill_rows_in_postgres_are_counted_and_located() {
+    let Some(db) = pgdb::fresh("drills_bad") else {
+        return;
+    };
+    hostile_drill_rows(
+        &db.url,
+        |sql| db.exec(sql),
+        "CREATE TABLE batchguard_drills (job text, scheduled_at timestamptz, at text, passed text, scenarios text, report_digest text)",
+        "'2026-03-01T00:00:00Z'",
+    );
+}
+
+#[test]
+fn hostile_drill_rows_in_mysql_are_counted_and_located() {
+    let Some(db) = mysqldb::fresh("drills_bad") else {
+        return;
+    };
+    // A TIMESTAMP column is read as the instant it is (the session is in UTC).
+    hostile_drill_rows(
+        &db.url,
+        |sql| db.exec(&format!("SET time_zone = '+00:00'; {sql}")),
+        "CREATE TABLE batchguard_drills (job TEXT, scheduled_at TIMESTAMP NULL, at TEXT, passed TEXT, scenarios TEXT, report_digest TEXT)",
+        "'2026-03-01 00:00:00'",
+    );
+    // A table that lacks a required column cannot be read: the columns are named.
+    db.exec("DROP TABLE batchguard_drills; CREATE TABLE batchguard_drills (job TEXT, at TEXT)");
+    let e = batchguard::read_drills(&db.url, &LedgerReadOptions::default()).unwrap_err();
+    assert!(
+        e.contains("`scheduled_at`, `passed`, `scenarios`, `report_digest`"),
+        "{e}"
     );
 }
 
@@ -871,29 +956,52 @@ fn drill_records_are_read_from_a_sqlite_ledger_database() {
     );
 }
 
+/// A ledger database (its ledger tables made by `ddl`) without the drill table, then with
+/// the project's drills recorded into it: AU301 by the cadence, read from the ledger or
+/// from `--drills` naming the database.
+fn drills_in_a_ledger_database(url: &str, ddl: impl Fn()) {
+    let p = Project::new();
+    ddl();
+    let (_, v, _) = p.audit(&["--ledger", url]);
+    let why = skipped_au301(&v).expect("skipped");
+    assert!(why.contains("no `batchguard_drills` table"), "{why}");
+    // --drills naming the same database says which source lacks it.
+    let (_, v, _) = p.audit(&["--ledger", url, "--drills", url]);
+    let why = skipped_au301(&v).expect("skipped");
+    assert!(why.contains("has no `batchguard_drills` table"), "{why}");
+    for r in Project::records() {
+        append_drill(url, &r).expect("append");
+    }
+    for extra in [&[][..], &["--drills", url][..]] {
+        let mut args = vec!["--ledger", url];
+        args.extend_from_slice(extra);
+        let (_, v, _) = p.audit(&args);
+        assert_eq!(au301_jobs(&v), ["export", "invoices", "late", "reindex"]);
+        assert_eq!(
+            job_entry(&v, "export")["last_passing_drill_at"],
+            "2025-12-29T23:59:59Z"
+        );
+    }
+}
+
 #[test]
 fn drill_records_are_read_from_a_postgres_ledger_database() {
     let Some(db) = pgdb::fresh("drills_audit") else {
         return;
     };
-    let p = Project::new();
-    db.exec(&std::fs::read_to_string("schemas/ledger.postgres.sql").expect("ddl"));
-    let (_, v, _) = p.audit(&["--ledger", &db.url]);
-    let why = skipped_au301(&v).expect("skipped");
-    assert!(why.contains("no `batchguard_drills` table"), "{why}");
-    // --drills naming the same database says which source lacks it.
-    let (_, v, _) = p.audit(&["--ledger", &db.url, "--drills", &db.url]);
-    let why = skipped_au301(&v).expect("skipped");
-    assert!(why.contains("has no `batchguard_drills` table"), "{why}");
-    for r in Project::records() {
-        append_drill(&db.url, &r).expect("append");
-    }
-    let (_, v, _) = p.audit(&["--ledger", &db.url]);
-    assert_eq!(au301_jobs(&v), ["export", "invoices", "late", "reindex"]);
-    assert_eq!(
-        job_entry(&v, "export")["last_passing_drill_at"],
-        "2025-12-29T23:59:59Z"
-    );
+    drills_in_a_ledger_database(&db.url, || {
+        db.exec(&std::fs::read_to_string("schemas/ledger.postgres.sql").expect("ddl"))
+    });
+}
+
+#[test]
+fn drill_records_are_read_from_a_mysql_ledger_database() {
+    let Some(db) = mysqldb::fresh("drills_audit") else {
+        return;
+    };
+    drills_in_a_ledger_database(&db.url, || {
+        db.exec(&std::fs::read_to_string("schemas/ledger.mysql.sql").expect("ddl"))
+    });
 }
 
 // ---------------------------------------------------------------- helpers

@@ -113,3 +113,69 @@ fn drill_scenarios_pattern_agrees_with_the_reader() {
         assert!(parse_scenarios(bad).is_err(), "{bad}");
     }
 }
+
+/// The columns of `CREATE TABLE … table (…)` in a DDL file, in order: the first word of
+/// each line inside the parentheses, unquoted; constraint and key lines left out.
+fn ddl_columns(ddl: &str, table: &str) -> Vec<String> {
+    let head = format!("CREATE TABLE IF NOT EXISTS {table} (");
+    let start = ddl
+        .find(&head)
+        .unwrap_or_else(|| panic!("no `{head}` in the DDL"))
+        + head.len();
+    let mut out = Vec::new();
+    for line in ddl[start..].lines() {
+        let t = line.trim();
+        if t.starts_with(')') {
+            break;
+        }
+        let word = t.split_whitespace().next().unwrap_or("");
+        if word.is_empty()
+            || word.starts_with("--")
+            || ["CHECK", "KEY", "PRIMARY", "UNIQUE", "INDEX", "CONSTRAINT"].contains(&word)
+        {
+            continue;
+        }
+        out.push(word.trim_matches(['"', '`']).to_owned());
+    }
+    out
+}
+
+/// Every checked-in DDL creates the columns the JSON schemas name (and the row number
+/// `id` where a ledger is followed by it), for every database.
+#[test]
+fn ddl_columns_match_the_schemas() {
+    let props = |schema: String| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&schema).expect("json");
+        let mut p: Vec<String> = v["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .cloned()
+            .collect();
+        p.sort();
+        p
+    };
+    let events = props(batchguard::ledger_event_schema());
+    let outputs = props(batchguard::ledger_output_schema());
+    let drills = props(batchguard::drill_record_schema());
+    for db in ["sqlite", "postgres", "mysql"] {
+        let ledger = std::fs::read_to_string(format!("schemas/ledger.{db}.sql")).expect("ddl");
+        let drill = std::fs::read_to_string(format!("schemas/drills.{db}.sql")).expect("ddl");
+        for (ddl, table, want) in [
+            (&ledger, "batchguard_events", &events),
+            (&ledger, "batchguard_outputs", &outputs),
+            (&drill, "batchguard_drills", &drills),
+        ] {
+            let cols = ddl_columns(ddl, table);
+            let mut named: Vec<String> = cols.iter().filter(|c| *c != "id").cloned().collect();
+            named.sort();
+            assert_eq!(&named, want, "{db}: {table}");
+            if table != "batchguard_drills" && db != "sqlite" {
+                // `watch` follows the ledger tables by `id` (SQLite: by rowid).
+                let numbered = cols.iter().any(|c| c == "id")
+                    || ddl.contains(&format!("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS id "));
+                assert!(numbered, "{db}: {table} has no `id`");
+            }
+        }
+    }
+}

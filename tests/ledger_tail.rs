@@ -1,7 +1,7 @@
 //! `ledger::tail`, which `watch` and `metrics` follow a ledger with: each poll reads only
-//! what was written since the last one, from SQLite (rowid), PostgreSQL (the `id` column,
-//! with the ids of transactions that commit late) and JSONL files (byte offset, a line
-//! being written waits for its newline).
+//! what was written since the last one, from SQLite (rowid), PostgreSQL and MySQL /
+//! MariaDB (the `id` column, with the ids of transactions that commit late) and JSONL files
+//! (byte offset, a line being written waits for its newline).
 
 #[path = "common/live.rs"]
 mod live;
@@ -36,8 +36,13 @@ impl TailSink for Seen {
 }
 
 fn skip_row(run: &str) -> String {
+    skip_row_quoted(run, '"')
+}
+
+/// [`skip_row`] with `trigger` (a reserved word) quoted by `q`: `"` or MySQL's backquote.
+fn skip_row_quoted(run: &str, q: char) -> String {
     format!(
-        "INSERT INTO batchguard_events (run_id, job, scheduled_at, event, at, instance, \"trigger\", detail) \
+        "INSERT INTO batchguard_events (run_id, job, scheduled_at, event, at, instance, {q}trigger{q}, detail) \
          VALUES ('{run}', 'j', '2026-03-01T02:00:00Z', 'skip', '2026-03-01T02:00:01Z', 'host-b', 'schedule', \
          'held by host-a (run r0, fence 1, lease ends in 9 s)')"
     )
@@ -189,34 +194,105 @@ fn postgres_rows_committed_late_are_read_on_a_later_poll() {
         .output()
         .unwrap();
     live::ok(&o);
-    let src = LedgerSource::parse(&db.url).unwrap();
-    let mut t = Tail::open(&src, None, LedgerReadOptions::default()).expect("open");
-    db.exec(&skip_row("r1"));
-    assert_eq!(poll(&mut t).0.runs, ["r1"]);
-
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let mut slow = rt.block_on(sqlx::PgConnection::connect(&db.url)).unwrap();
+    late_commits(
+        &db.url,
+        &|sql| db.exec(sql),
+        '"',
+        &mut |sql| {
+            rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut slow))
+                .map(|_| ())
+                .unwrap()
+        },
+        "BEGIN",
+        "CREATE TABLE plain_events (run_id text, job text, scheduled_at timestamptz, event text, at timestamptz)",
+    );
+}
+
+#[test]
+fn mysql_rows_committed_late_are_read_on_a_later_poll() {
+    let Some(db) = live::mysqldb::fresh("tail") else {
+        return;
+    };
+    let o = std::process::Command::new(live::bin())
+        .args(["store", "migrate", "--store", &db.url])
+        .output()
+        .unwrap();
+    live::ok(&o);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut slow = rt
+        .block_on(sqlx::MySqlConnection::connect(&db.url))
+        .unwrap();
+    late_commits(
+        &db.url,
+        &|sql| db.exec(sql),
+        '`',
+        &mut |sql| {
+            rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut slow))
+                .map(|_| ())
+                .unwrap()
+        },
+        "START TRANSACTION",
+        "CREATE TABLE plain_events (run_id TEXT, job TEXT, scheduled_at TIMESTAMP NULL, event TEXT, at TIMESTAMP NULL)",
+    );
+}
+
+/// The database at `url` (migrated), written by `exec` and, for a transaction left open
+/// while others commit, by `slow` (`begin` starts it): rows appended between polls are
+/// read once each, a row committed late is read on the poll after its commit, and a table
+/// without `id` (`plain`, a team's own) is refused with what to do.
+fn late_commits(
+    url: &str,
+    exec: &dyn Fn(&str),
+    q: char,
+    slow: &mut dyn FnMut(&str),
+    begin: &str,
+    plain: &str,
+) {
+    let src = LedgerSource::parse(url).unwrap();
+    let mut t = Tail::open(&src, None, LedgerReadOptions::default()).expect("open");
+    assert!(t.has_outputs(), "the store has its outputs table");
+    exec(&skip_row_quoted("r1", q));
+    let (s, p) = poll(&mut t);
+    assert_eq!(s.runs, ["r1"]);
+    assert_eq!(
+        s.details[0].as_deref(),
+        Some("held by host-a (run r0, fence 1, lease ends in 9 s)")
+    );
+    assert_eq!(p.events, 1);
+    assert_eq!(
+        poll(&mut t).1,
+        Polled::default(),
+        "nothing new, nothing read"
+    );
+    exec(&format!(
+        "{}; {}; INSERT INTO batchguard_outputs (job, scheduled_at, run_id, output_key, at) VALUES \
+         ('j', '2026-03-01T02:00:00Z', 'r2', 'k1', '2026-03-01T02:00:03Z')",
+        skip_row_quoted("r2", q),
+        skip_row_quoted("r3", q)
+    ));
+    let (s, p) = poll(&mut t);
+    assert_eq!(s.runs, ["r2", "r3"]);
+    assert_eq!(s.outputs, ["k1"]);
+    assert_eq!((p.events, p.outputs), (2, 1));
+
     // This row takes the next id, but commits after the one below.
-    rt.block_on(
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "BEGIN; {}",
-            skip_row("r-late")
-        )))
-        .execute(&mut slow),
-    )
-    .unwrap();
-    db.exec(&skip_row("r-early"));
+    slow(&format!("{begin}; {}", skip_row_quoted("r-late", q)));
+    exec(&skip_row_quoted("r-early", q));
     let (s, _) = poll(&mut t);
     assert_eq!(
         s.runs,
         ["r-early"],
         "the open transaction's row is not visible yet"
     );
-    rt.block_on(sqlx::raw_sql("COMMIT").execute(&mut slow))
-        .unwrap();
+    slow("COMMIT");
     let (s, _) = poll(&mut t);
     assert_eq!(
         s.runs,
@@ -226,10 +302,9 @@ fn postgres_rows_committed_late_are_read_on_a_later_poll() {
     assert_eq!(poll(&mut t).1, Polled::default(), "and read once");
 
     // A table without the numbering is refused with what to do.
-    db.exec("CREATE TABLE plain_events (run_id text, job text, scheduled_at timestamptz, event text, at timestamptz)");
+    exec(plain);
     let src = LedgerSource::parse(&format!(
-        "{}?events_table=plain_events&outputs_table=batchguard_outputs",
-        db.url
+        "{url}?events_table=plain_events&outputs_table=batchguard_outputs"
     ))
     .unwrap();
     let e = Tail::open(&src, None, LedgerReadOptions::default())

@@ -88,16 +88,26 @@ fn serve(c: &Case) -> (Killed, u16) {
     (Killed(child), port)
 }
 
-/// A store where `run` ran `n` slots of `settle` (one of them failing) and one instance
-/// was refused a slot that had succeeded.
-fn store(n: i64) -> (Case, i64) {
-    let c = Case::sqlite(&manifest(&[(
+fn settle_manifest() -> String {
+    manifest(&[(
         "settle",
         "* * * * *",
         "1s",
         "1m",
         "    retry:\n      max_attempts: 1\n",
-    )]));
+    )])
+}
+
+/// A SQLite store where `run` ran `n` slots of `settle` (one of them failing) and one
+/// instance was refused a slot that had succeeded.
+fn store(n: i64) -> (Case, i64) {
+    let c = Case::sqlite(&settle_manifest());
+    ran(&c, n);
+    (c, n)
+}
+
+/// What [`store`] has `run` do, on any store.
+fn ran(c: &Case, n: i64) {
     let url = c.url();
     let first = minute(now()) - mins(n);
     for k in 0..n {
@@ -135,7 +145,6 @@ fn store(n: i64) -> (Case, i64) {
         "--",
         "true",
     ]));
-    (c, n)
 }
 
 #[test]
@@ -374,4 +383,66 @@ fn the_grafana_dashboard_queries_metrics_that_exist() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// promtool accepts `text` (the exposition format).
+fn promtool_accepts(text: &str) {
+    let mut p = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let o = p.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn metrics_of_a_mysql_store_count_its_runs_and_its_last_passed_drill() {
+    let Some(c) = Case::mysql(&settle_manifest(), "metrics") else {
+        return;
+    };
+    ran(&c, 3);
+    // Drill records in the store's database: the passing one counts, the later failure
+    // does not move it.
+    let drill = |at: &str, passed: bool| batchguard::DrillRecord {
+        job: "settle".into(),
+        scheduled_at: "2026-03-01T02:00:00Z".parse().unwrap(),
+        at: at.parse().unwrap(),
+        passed,
+        scenarios: batchguard::format_scenarios([("clean", passed)]),
+        report_digest: "sha256:00".into(),
+    };
+    batchguard::append_drill(&c.url(), &drill("2026-03-02T10:00:00Z", true)).unwrap();
+    batchguard::append_drill(&c.url(), &drill("2026-03-05T10:00:00Z", false)).unwrap();
+    let file = c.path("m.prom");
+    ok(&c.bg(&[
+        "metrics",
+        "--store",
+        &c.url(),
+        "--manifest",
+        "m.batchguard.yaml",
+        "--textfile",
+        file.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&file).unwrap();
+    for line in [
+        "batchguard_runs_total{job_name=\"settle\",outcome=\"succeeded\"} 2",
+        "batchguard_runs_total{job_name=\"settle\",outcome=\"failed\"} 1",
+        "batchguard_skips_total{job_name=\"settle\",reason=\"already_succeeded\"} 1",
+        "batchguard_last_passed_drill_timestamp_seconds{job_name=\"settle\"} 1772445600",
+        "batchguard_live_leases{job_name=\"settle\"} 0",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    if need("promtool") {
+        promtool_accepts(&text);
+    }
 }

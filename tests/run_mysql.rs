@@ -4,6 +4,8 @@
 //! `audit` reads back. Each test has a database of its own (`tests/common/mysqldb.rs`).
 
 mod common;
+#[path = "common/held.rs"]
+mod held;
 #[path = "common/mysqldb.rs"]
 mod mysqldb;
 
@@ -375,5 +377,89 @@ fn outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once() {
             .unwrap()
             .next()
             .is_none()
+    );
+}
+
+/// The minute two minutes ago, as `--scheduled-at` (inside `watch --since 3h`).
+fn recent_slot() -> String {
+    let now = jiff::Timestamp::now().as_second();
+    jiff::Timestamp::from_second(now - now.rem_euclid(60) - 120)
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn watch_and_metrics_list_the_leases_held_and_not_the_released_ones() {
+    let Some(db) = mysqldb::fresh("leases") else {
+        return;
+    };
+    ok(&migrate(&db.url));
+    let case = Case::new("10m", "      max_attempts: 1\n", r#"["true"]"#);
+    let dir = case.dir.path();
+    let slot = recent_slot();
+    let paused = held::paused_run(dir, "j", &slot, &db.url, None);
+    let run_id = db.rows("SELECT run_id FROM batchguard_events WHERE event = 'start'")[0][0]
+        .clone()
+        .expect("the run's start");
+    let v = held::watch(dir, &db.url, None);
+    assert_eq!(held::lease_runs(&v), std::slice::from_ref(&run_id));
+    let l = &v["leases"][0];
+    assert_eq!(l["job"], "j");
+    assert_eq!(l["fence"], 1);
+    assert_eq!(l["expired"], false);
+    assert!(l["holder"].as_str().unwrap().contains("host-a"), "{l}");
+    let left = l["secs_left"].as_i64().unwrap();
+    assert!(left > 0 && left <= 600, "{l}");
+    let (acquired, until): (jiff::Timestamp, jiff::Timestamp) = (
+        l["acquired_at"].as_str().unwrap().parse().unwrap(),
+        l["lease_until"].as_str().unwrap().parse().unwrap(),
+    );
+    assert_eq!(until.duration_since(acquired).as_secs(), 600);
+    // What runs now is the lease's run, with the lease's time left.
+    let running = held::running(&v, "j");
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0]["run_id"], run_id.as_str());
+    assert!(running[0]["lease_secs_left"].as_i64().unwrap() > 0);
+    assert!(
+        !held::watch_text(dir, &db.url, None).contains("does not list its leases"),
+        "the store lists its leases"
+    );
+    let prom = held::metrics(dir, &db.url, None);
+    assert!(
+        prom.contains("batchguard_live_leases{job_name=\"j\"} 1"),
+        "{prom}"
+    );
+
+    // A holder that died (still `held`, past its lease_until) is listed as expired; a
+    // released lease is not listed.
+    let now = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+    db.exec(&format!(
+        "INSERT INTO batchguard_leases VALUES ('j:dead', 'j', '{slot}', 'ghost', 'r-dead', 7, {now} - 120000000, {now} - 60000000, 'held'); \
+         INSERT INTO batchguard_leases VALUES ('j:done', 'j', '{slot}', 'ghost', 'r-done', 8, {now} - 120000000, {now} + 60000000, 'released')"
+    ));
+    let v = held::watch(dir, &db.url, None);
+    let mut runs = held::lease_runs(&v);
+    runs.sort();
+    let mut want = vec![run_id.clone(), "r-dead".to_owned()];
+    want.sort();
+    assert_eq!(runs, want);
+    let dead = v["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["run_id"] == "r-dead")
+        .unwrap();
+    assert_eq!(dead["expired"], true);
+
+    // Released by its run's end: only the dead holder's lease is left.
+    ok(&paused.release());
+    let v = held::watch(dir, &db.url, None);
+    assert_eq!(held::lease_runs(&v), ["r-dead"]);
+    assert!(held::running(&v, "j").is_empty(), "{v}");
+    let prom = held::metrics(dir, &db.url, None);
+    assert!(
+        prom.contains("batchguard_live_leases{job_name=\"j\"} 0")
+            && prom.contains("batchguard_expired_leases{job_name=\"j\"} 1"),
+        "{prom}"
     );
 }

@@ -6,6 +6,8 @@
 //! key prefix of its own (`tests/common/redisdb.rs`).
 
 mod common;
+#[path = "common/held.rs"]
+mod held;
 #[path = "common/mysqldb.rs"]
 mod mysqldb;
 #[path = "common/redisdb.rs"]
@@ -511,4 +513,88 @@ fn outputs_of_a_dead_run_reach_the_ledger_apart_once_when_many_catch_up_at_once(
     want.sort();
     assert_eq!(keys, want, "each output once");
     assert!(runs.iter().all(|r| !r.exists()));
+}
+
+#[test]
+fn watch_and_metrics_list_the_leases_held_and_not_the_expired_ones() {
+    let Some(r) = redisdb::fresh("leases") else {
+        return;
+    };
+    let Some(other) = redisdb::fresh("leases_other") else {
+        return;
+    };
+    let url = r.url();
+    let case = Case::new("10m", NO_RETRY, r#"["true"]"#);
+    let dir = case.dir.path();
+    let ledger = Some("ledger.jsonl");
+    let slot = slot(100);
+    let paused = held::paused_run(dir, "j", &slot, &url, ledger);
+    let text = std::fs::read_to_string(dir.join("ledger.jsonl")).expect("ledger");
+    let start: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let run_id = start["run_id"].as_str().unwrap().to_owned();
+
+    // Beside it: an expired lease (Redis deletes it), a key with no time to live (no lease
+    // this store wrote), and a live lease of another prefix.
+    let lease = |run: &str| {
+        format!(
+            r#"{{"holder":"ghost","run_id":"{run}","fence":"9","job":"j","scheduled_at":"{slot}"}}"#
+        )
+    };
+    let gone = format!("{}:lease:j:gone", r.prefix);
+    let _: () = r.cmd(&["SET", &gone, &lease("r-gone"), "PX", "1"]);
+    let _: () = r.cmd(&["SET", &format!("{}:lease:j:odd", r.prefix), &lease("r-odd")]);
+    let _: () = r.cmd(&[
+        "SET",
+        &format!("{}:lease:j:x", other.prefix),
+        &lease("r-other"),
+        "PX",
+        "600000",
+    ]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while r.cmd::<i64>(&["EXISTS", &gone]) == 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease never expired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+
+    let v = held::watch(dir, &url, ledger);
+    assert_eq!(held::lease_runs(&v), std::slice::from_ref(&run_id));
+    let l = &v["leases"][0];
+    assert_eq!(l["job"], "j");
+    assert_eq!(l["fence"], 1);
+    assert_eq!(l["expired"], false);
+    assert!(l["holder"].as_str().unwrap().contains("host-a"), "{l}");
+    let left = l["secs_left"].as_i64().unwrap();
+    assert!(left > 0 && left <= 600, "{l}");
+    // Taken when the run's `start` says (Redis's clock, kept in the lease).
+    let acquired: jiff::Timestamp = l["acquired_at"].as_str().unwrap().parse().unwrap();
+    let started: jiff::Timestamp = start["at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        acquired.duration_since(started).abs() < jiff::SignedDuration::from_secs(1),
+        "{acquired} vs {started}"
+    );
+    let running = held::running(&v, "j");
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0]["run_id"], run_id.as_str());
+    assert!(
+        !held::watch_text(dir, &url, ledger).contains("does not list its leases"),
+        "the store lists its leases"
+    );
+    let prom = held::metrics(dir, &url, ledger);
+    assert!(
+        prom.contains("batchguard_live_leases{job_name=\"j\"} 1"),
+        "{prom}"
+    );
+
+    ok(&paused.release());
+    let v = held::watch(dir, &url, ledger);
+    assert!(held::lease_runs(&v).is_empty(), "{v}");
+    assert!(held::running(&v, "j").is_empty(), "{v}");
+    let prom = held::metrics(dir, &url, ledger);
+    assert!(
+        prom.contains("batchguard_live_leases{job_name=\"j\"} 0"),
+        "{prom}"
+    );
 }

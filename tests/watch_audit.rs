@@ -1,5 +1,5 @@
 //! `audit --since` windows end at the ledger's clock (the host's for SQLite, PostgreSQL's
-//! `now()` for a postgres:// ledger), and `watch --once --format json` shows the figures
+//! `now()` for a postgres:// ledger, MySQL's `UTC_TIMESTAMP(6)` for a mysql:// one), and `watch --once --format json` shows the figures
 //! `audit` computes over the same window: per job every SPEC 6 metric, the totals and the
 //! findings. The ledgers are written by real `batchguard run`s.
 
@@ -156,6 +156,16 @@ fn watch_once_equals_audit_over_the_same_window_sqlite() {
 fn watch_once_equals_audit_over_the_same_window_postgres() {
     let (m, slots) = case_manifest();
     let Some(c) = Case::pg(&m, "watch_eq") else {
+        return;
+    };
+    ran(&c, &slots);
+    agree(&c);
+}
+
+#[test]
+fn watch_once_equals_audit_over_the_same_window_mysql() {
+    let (m, slots) = case_manifest();
+    let Some(c) = Case::mysql(&m, "watch_eq") else {
         return;
     };
     ran(&c, &slots);

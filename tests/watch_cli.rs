@@ -168,3 +168,55 @@ fn what_cannot_be_followed_is_refused_with_the_reason() {
         assert!(err.contains(message), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn mysql_sources_that_cannot_be_followed_are_refused_with_the_reason() {
+    let Some(c) = Case::mysql(&manifest(&[("j", "0 * * * *", "1m", "10m", "")]), "refuse") else {
+        return;
+    };
+    let live::Db::My(db) = &c.db else {
+        unreachable!()
+    };
+    db.exec(
+        "CREATE TABLE plain_events (run_id TEXT, job TEXT, scheduled_at TEXT, event TEXT, at TEXT)",
+    );
+    let plain = format!("{}?events_table=plain_events", c.url());
+    let missing = format!("{}?events_table=nowhere", c.url());
+    // Nothing listens on port 1: the password is masked in what is said.
+    let unreachable = "mysql://bob:s3cret-pw@127.0.0.1:1/test";
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["watch", "--ledger", &plain, "--once"],
+            "table `plain_events` has no `id` column",
+        ),
+        (
+            &["watch", "--ledger", &missing, "--once"],
+            "no table `nowhere`",
+        ),
+        (
+            &["watch", "--store", unreachable, "--once"],
+            "mysql://bob:***@127.0.0.1:1/test: cannot connect",
+        ),
+        (
+            &["metrics", "--ledger", unreachable, "--textfile", "m.prom"],
+            "mysql://bob:***@127.0.0.1:1/test: cannot connect",
+        ),
+    ];
+    for (args, message) in cases {
+        let o = c.bg(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(!err.contains("s3cret-pw"), "{err}");
+    }
+    // The team's table with the numbering is followed.
+    db.exec(
+        "ALTER TABLE plain_events ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE; \
+         INSERT INTO plain_events (run_id, job, scheduled_at, event, at) VALUES \
+         ('r1', 'j', '2026-03-01T02:00:00Z', 'start', '2026-03-01T02:00:01Z')",
+    );
+    let o = c.bg(&["watch", "--ledger", &plain, "--once", "--format", "json"]);
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["input"]["rows_read"], 1);
+}

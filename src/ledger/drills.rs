@@ -4,8 +4,8 @@
 //!
 //! Columns `job, scheduled_at, at, passed, scenarios, report_digest`, all required. Where
 //! they live: a JSONL file (`path.jsonl` / `path.ndjson`, read also as `.gz`/`.zst`), or the
-//! table `batchguard_drills` of a SQLite (`sqlite:PATH`) or PostgreSQL (`postgres://…`)
-//! database (DDL in `schemas/drills.sqlite.sql`, `schemas/drills.postgres.sql`).
+//! table `batchguard_drills` of a SQLite (`sqlite:PATH`), PostgreSQL (`postgres://…`) or
+//! MySQL / MariaDB (`mysql://…`) database (DDL in `schemas/drills.{sqlite,postgres,mysql}.sql`).
 //!
 //! Decisions (see `docs/ledger.md`):
 //! - A database without the table holds no drill records: [`DrillRead::table_present`] is
@@ -15,7 +15,7 @@
 //! - `scenarios` is the comma-separated outcome of each scenario that ran, `name:passed` or
 //!   `name:failed` (`clean:passed,rerun:failed`); [`format_scenarios`] writes it.
 //! - `passed` is a boolean: JSON `true`/`false` (or the strings), `1`/`0` in SQLite,
-//!   `boolean` in PostgreSQL. A record that says `passed` while one of its scenarios failed,
+//!   `boolean` in PostgreSQL, `BOOLEAN` (`1`/`0`) in MySQL. A record that says `passed` while one of its scenarios failed,
 //!   or that passed with no scenario at all, is a bad row: it would count as a rehearsal
 //!   that did not happen. `passed: false` with every scenario passed is kept (a drill can
 //!   fail before or beside its scenarios, at the snapshot digest check).
@@ -181,30 +181,35 @@ pub enum DrillSource {
     /// `postgres://…` (the DSN without a ledger's `events_table`/`outputs_table` options):
     /// table [`TABLE`].
     Postgres(String),
+    /// `mysql://…`, as [`DrillSource::Postgres`]: table [`TABLE`] of the DSN's database.
+    Mysql(String),
 }
 
 impl DrillSource {
-    /// `path.jsonl`, `path.ndjson` (also `.gz`/`.zst`), `sqlite:PATH`, `postgres://…`.
+    /// `path.jsonl`, `path.ndjson` (also `.gz`/`.zst`), `sqlite:PATH`, `postgres://…`,
+    /// `mysql://…`.
     pub fn parse(s: &str) -> Result<DrillSource, String> {
         let t = s.trim();
         let is_db = t.starts_with("sqlite:")
             || t.starts_with("postgres://")
-            || t.starts_with("postgresql://");
+            || t.starts_with("postgresql://")
+            || t.starts_with("mysql://");
         let name = super::input::format_name(t);
-        if !(is_db || name.ends_with(".jsonl") || name.ends_with(".ndjson")) {
-            return Err(format!(
-                "`{}` is not a drill record source: use path.jsonl, path.ndjson, sqlite:PATH or postgres://…",
+        let refuse = || {
+            format!(
+                "`{}` is not a drill record source: use path.jsonl, path.ndjson, sqlite:PATH, postgres://… or mysql://…",
                 db::mask(t)
-            ));
+            )
+        };
+        if !(is_db || name.ends_with(".jsonl") || name.ends_with(".ndjson")) {
+            return Err(refuse());
         }
         match Source::parse(t).map_err(|e| e.0)? {
             Source::Jsonl(p) => Ok(DrillSource::Jsonl(p)),
             Source::Sqlite(p) => Ok(DrillSource::Sqlite(p)),
             Source::Postgres { url, .. } => Ok(DrillSource::Postgres(url)),
-            Source::Csv(_) | Source::Mysql { .. } => Err(format!(
-                "`{}` is not a drill record source: use path.jsonl, path.ndjson, sqlite:PATH or postgres://…",
-                db::mask(t)
-            )),
+            Source::Mysql { url, .. } => Ok(DrillSource::Mysql(url)),
+            Source::Csv(_) => Err(refuse()),
         }
     }
 
@@ -214,8 +219,8 @@ impl DrillSource {
         match src {
             Source::Sqlite(p) => Some(DrillSource::Sqlite(p.clone())),
             Source::Postgres { url, .. } => Some(DrillSource::Postgres(url.clone())),
-            // Drill records are not kept in MySQL (yet): `--drills` names them there.
-            Source::Csv(_) | Source::Jsonl(_) | Source::Mysql { .. } => None,
+            Source::Mysql { url, .. } => Some(DrillSource::Mysql(url.clone())),
+            Source::Csv(_) | Source::Jsonl(_) => None,
         }
     }
 
@@ -224,7 +229,7 @@ impl DrillSource {
         match self {
             DrillSource::Jsonl(p) => p.display().to_string(),
             DrillSource::Sqlite(p) => format!("sqlite:{}", p.display()),
-            DrillSource::Postgres(url) => db::mask(url),
+            DrillSource::Postgres(url) | DrillSource::Mysql(url) => db::mask(url),
         }
     }
 }
@@ -281,6 +286,7 @@ pub fn read_from(src: &DrillSource, opts: &ReadOptions) -> Result<DrillRead, Str
         DrillSource::Jsonl(p) => read_jsonl(p, opts),
         DrillSource::Sqlite(p) => read_sqlite(p, opts),
         DrillSource::Postgres(url) => read_postgres(url, opts),
+        DrillSource::Mysql(url) => read_mysql(url, opts),
     }
 }
 
@@ -702,6 +708,42 @@ fn read_postgres(url: &str, opts: &ReadOptions) -> Result<DrillRead, String> {
     })
 }
 
+fn read_mysql(url: &str, opts: &ReadOptions) -> Result<DrillRead, String> {
+    let shown = db::mask(url);
+    let fail = |what: &str, e: sqlx::Error| format!("{shown}: {what}: {}", plain(url, e));
+    db::runtime()?.block_on(async {
+        let mut conn = super::mysql::connect(url, &shown).await.map_err(|e| e.0)?;
+        let columns = super::mysql::columns(&mut conn, TABLE)
+            .await
+            .map_err(|e| fail("cannot read the table's columns", e))?;
+        let mut out = DrillRead::new(shown.clone());
+        if columns.is_empty() {
+            out.table_present = false;
+            return Ok(out);
+        }
+        let list = select_list(
+            &columns,
+            super::mysql::text_of,
+            &format!("table `{TABLE}` of {shown}"),
+        )?;
+        let sql = format!("SELECT {list} FROM {}", super::mysql::quote(TABLE));
+        let label = format!("{shown} {TABLE}");
+        let mut stream = sqlx::raw_sql(AssertSqlSafe(sql)).fetch(&mut conn);
+        let mut n = 0u64;
+        while let Some(row) = stream
+            .try_next()
+            .await
+            .map_err(|e| fail(&format!("reading `{TABLE}`"), e))?
+        {
+            n += 1;
+            deliver(&mut out, row_values::<sqlx::MySql>(&row), opts, &label, n);
+        }
+        drop(stream);
+        let _ = conn.close().await;
+        Ok(out)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -772,7 +814,11 @@ mod tests {
         for bad in ["drills.csv", "-", "", "drills.txt"] {
             assert!(DrillSource::parse(bad).is_err(), "{bad}");
         }
-        let e = DrillSource::parse("mysql://u:pw@h/d").unwrap_err();
+        assert_eq!(
+            DrillSource::parse("mysql://u:pw@h/d?events_table=e").unwrap(),
+            DrillSource::Mysql("mysql://u:pw@h/d".into())
+        );
+        let e = DrillSource::parse("ftp://u:pw@h/d.csv").unwrap_err();
         assert!(!e.contains(":pw@"), "{e}");
     }
 

@@ -22,7 +22,7 @@ use sqlx::{AssertSqlSafe, ConnectOptions};
 use std::str::FromStr;
 
 /// A validated table name, backquoted per part: `` `db`.`table` ``.
-fn quote(table: &str) -> String {
+pub(super) fn quote(table: &str) -> String {
     table
         .split('.')
         .map(|p| format!("`{p}`"))
@@ -38,7 +38,7 @@ fn parts(table: &str) -> (Option<&str>, &str) {
     }
 }
 
-async fn connect(url: &str, shown: &str) -> Result<MySqlConnection, SourceError> {
+pub(super) async fn connect(url: &str, shown: &str) -> Result<MySqlConnection, SourceError> {
     let fail = |what: &str, e: sqlx::Error| {
         SourceError(format!(
             "{shown}: {what}: {}",
@@ -59,7 +59,7 @@ async fn connect(url: &str, shown: &str) -> Result<MySqlConnection, SourceError>
 }
 
 /// The table's (name, data type) list, in column order; empty when there is no table.
-async fn columns(
+pub(super) async fn columns(
     conn: &mut MySqlConnection,
     table: &str,
 ) -> Result<Vec<(String, String)>, sqlx::Error> {
@@ -72,6 +72,16 @@ async fn columns(
     .bind(name)
     .fetch_all(conn)
     .await
+}
+
+/// A column as text: `TIMESTAMP` as UTC RFC 3339 (the session's `time_zone` is `+00:00`),
+/// `DATETIME` without an offset, anything else as it is.
+pub(super) fn text_of(col: &str, ty: &str) -> String {
+    match ty {
+        "timestamp" => format!("DATE_FORMAT(`{col}`, '%Y-%m-%dT%H:%i:%s.%fZ')"),
+        "datetime" => format!("DATE_FORMAT(`{col}`, '%Y-%m-%dT%H:%i:%s.%f')"),
+        _ => format!("CAST(`{col}` AS CHAR)"),
+    }
 }
 
 /// Whether the database has `table` (validated, optionally `db.table`).
@@ -121,11 +131,7 @@ pub(crate) fn read<R: LedgerRow>(
         if cols.is_empty() {
             return Err(SourceError(format!("{shown}: no table `{table}`")));
         }
-        let (index, list) = select_list::<R>(&cols, |col, ty| match ty {
-            "timestamp" => format!("DATE_FORMAT(`{col}`, '%Y-%m-%dT%H:%i:%s.%fZ')"),
-            "datetime" => format!("DATE_FORMAT(`{col}`, '%Y-%m-%dT%H:%i:%s.%f')"),
-            _ => format!("CAST(`{col}` AS CHAR)"),
-        });
+        let (index, list) = select_list::<R>(&cols, text_of);
         if let Some(e) = missing_columns::<R>(&index, &format!("table `{table}` of {shown}")) {
             return Err(e);
         }

@@ -12,6 +12,10 @@
 //!   polls, until it arrives or [`HOLE_AGE`] has passed (a rolled-back insert leaves a hole
 //!   forever). A jump of more than [`MAX_GAP`] ids (a sequence moved by hand) is not
 //!   tracked id by id.
+//! - **MySQL / MariaDB**: the `AUTO_INCREMENT` `id` (`schemas/ledger.mysql.sql`), followed
+//!   as PostgreSQL's: InnoDB also takes an id at the insert and shows the row at the commit,
+//!   and a rolled-back insert also leaves a gap. Queries are text-protocol `COM_QUERY`s
+//!   (ids are integers written in), so a poll is one round trip, as in the store.
 //! - **JSONL file**: the byte offset. A last line without its newline is a write in
 //!   progress: it is read on a later poll, once complete. A file that shrinks was replaced
 //!   or truncated, which a ledger never is: that poll fails.
@@ -86,13 +90,15 @@ pub struct Tail {
     opts: ReadOptions,
     /// The database connection PostgreSQL sources share (events, outputs and the clock).
     pg: Option<PgConn>,
+    mysql: Option<MysqlConn>,
     sqlite: Option<SqliteConn>,
 }
 
 /// How one table or file is followed.
 enum Follow {
     Sqlite(SqlCursor),
-    Postgres(PgCursor),
+    Postgres(IdCursor),
+    Mysql(IdCursor),
     File(FileCursor),
 }
 
@@ -107,6 +113,12 @@ struct PgConn {
     url: String,
 }
 
+struct MysqlConn {
+    rt: tokio::runtime::Runtime,
+    conn: sqlx::mysql::MySqlConnection,
+    url: String,
+}
+
 /// A SQL table and the last `rowid` read.
 struct SqlCursor {
     table: String,
@@ -117,10 +129,40 @@ struct SqlCursor {
     is_event: bool,
 }
 
-/// A PostgreSQL table, the highest `id` read and the ids skipped below it.
-struct PgCursor {
+/// A PostgreSQL or MySQL table, the highest `id` read and the ids skipped below it.
+struct IdCursor {
     sql: SqlCursor,
     holes: BTreeMap<i64, Instant>,
+}
+
+impl IdCursor {
+    fn new(sql: SqlCursor) -> IdCursor {
+        IdCursor {
+            sql,
+            holes: BTreeMap::new(),
+        }
+    }
+
+    /// Forgets holes older than [`HOLE_AGE`]; the ones still asked for.
+    fn live_holes(&mut self, now: Instant) -> Vec<i64> {
+        self.holes
+            .retain(|_, since| now.duration_since(*since) < HOLE_AGE);
+        self.holes.keys().copied().collect()
+    }
+
+    /// Takes row `id` in: a hole filled, or a new highest id (the ids skipped below it
+    /// become holes).
+    fn saw(&mut self, id: i64, now: Instant) {
+        if self.holes.remove(&id).is_none() && id > self.sql.last {
+            let gap = id - self.sql.last - 1;
+            if gap > 0 && gap <= MAX_GAP && self.sql.last > 0 {
+                for h in self.sql.last + 1..id {
+                    self.holes.insert(h, now);
+                }
+            }
+            self.sql.last = id;
+        }
+    }
 }
 
 /// A file and how far it was read.
@@ -146,13 +188,16 @@ impl Tail {
             outputs: None,
             opts,
             pg: None,
+            mysql: None,
             sqlite: None,
         };
         t.events = t.follow(events, true, true)?.expect("a required table");
         t.outputs = match outputs {
             Some(o) => t.follow(o, false, true)?,
             None => match events {
-                Source::Sqlite(_) | Source::Postgres { .. } => t.follow(events, false, false)?,
+                Source::Sqlite(_) | Source::Postgres { .. } | Source::Mysql { .. } => {
+                    t.follow(events, false, false)?
+                }
                 _ => None,
             },
         };
@@ -201,12 +246,24 @@ impl Tail {
                     outputs_table
                 };
                 let cur = c.cursor(table, is_event, required)?;
-                Ok(cur.map(|sql| {
-                    Follow::Postgres(PgCursor {
-                        sql,
-                        holes: BTreeMap::new(),
-                    })
-                }))
+                Ok(cur.map(|sql| Follow::Postgres(IdCursor::new(sql))))
+            }
+            Source::Mysql {
+                url,
+                events_table,
+                outputs_table,
+            } => {
+                if self.mysql.is_none() {
+                    self.mysql = Some(MysqlConn::open(url)?);
+                }
+                let c = self.mysql.as_mut().expect("just opened");
+                let table = if is_event {
+                    events_table
+                } else {
+                    outputs_table
+                };
+                let cur = c.cursor(table, is_event, required)?;
+                Ok(cur.map(|sql| Follow::Mysql(IdCursor::new(sql))))
             }
             Source::Jsonl(path) => {
                 if super::input::is_stdin(path) {
@@ -220,8 +277,8 @@ impl Tail {
                 Ok(Some(Follow::File(f)))
             }
             other => Err(SourceError(format!(
-                "{} cannot be followed as it grows: give a JSONL file, sqlite:PATH or \
-                 postgres://… (`batchguard audit` reads every source once)",
+                "{} cannot be followed as it grows: give a JSONL file, sqlite:PATH, \
+                 postgres://… or mysql://… (`batchguard audit` reads every source once)",
                 other.display()
             ))),
         }
@@ -235,6 +292,7 @@ impl Tail {
             outputs,
             opts,
             pg,
+            mysql,
             sqlite,
         } = self;
         for f in std::iter::once(events).chain(outputs.as_mut()) {
@@ -245,6 +303,10 @@ impl Tail {
                 }
                 Follow::Postgres(c) => {
                     let conn = pg.as_mut().expect("opened with the cursor");
+                    conn.poll(c, opts, sink, &mut got)?
+                }
+                Follow::Mysql(c) => {
+                    let conn = mysql.as_mut().expect("opened with the cursor");
                     conn.poll(c, opts, sink, &mut got)?
                 }
                 Follow::File(c) => c.poll(opts, sink, &mut got)?,
@@ -300,6 +362,11 @@ impl Tail {
                     .fetch_all(&mut *conn),
                 )
                 .map_err(|e| c_fail(&c.url, e))?
+            } else if let Some(c) = &mut self.mysql {
+                match c.drills()? {
+                    Some(rows) => rows,
+                    None => return Ok(Vec::new()),
+                }
             } else {
                 return Ok(Vec::new());
             };
@@ -319,8 +386,12 @@ impl Tail {
             .collect())
     }
 
-    /// The source's clock: PostgreSQL's `now()`, the host's for SQLite and files.
+    /// The source's clock: PostgreSQL's `now()`, MySQL's `UTC_TIMESTAMP(6)`, the host's
+    /// for SQLite and files.
     pub fn now(&mut self) -> Result<Timestamp, SourceError> {
+        if let Some(c) = &mut self.mysql {
+            return c.now();
+        }
         match &mut self.pg {
             Some(c) => c.now(),
             None => Ok(host_now()),
@@ -329,11 +400,13 @@ impl Tail {
 }
 
 /// The clock of a ledger source, for a window that ends "now" (`audit --since`):
-/// PostgreSQL's `now()`, the host's for SQLite and files (SPEC 7.1: SQLite's clock is the
-/// host's). In whole microseconds, the ledger's precision.
+/// PostgreSQL's `now()`, MySQL's `UTC_TIMESTAMP(6)` (the clock its store decides leases
+/// by), the host's for SQLite and files (SPEC 7.1: SQLite's clock is the host's). In whole
+/// microseconds, the ledger's precision.
 pub fn clock(src: &Source) -> Result<Timestamp, SourceError> {
     match src {
         Source::Postgres { url, .. } => PgConn::open(url)?.now(),
+        Source::Mysql { url, .. } => MysqlConn::open(url)?.now(),
         _ => Ok(host_now()),
     }
 }
@@ -705,19 +778,17 @@ impl PgConn {
 
     fn poll(
         &mut self,
-        c: &mut PgCursor,
+        c: &mut IdCursor,
         opts: &ReadOptions,
         sink: &mut dyn TailSink,
         got: &mut Polled,
     ) -> Result<(), SourceError> {
         let now = Instant::now();
-        c.holes
-            .retain(|_, since| now.duration_since(*since) < HOLE_AGE);
         let n_cols = columns(c.sql.is_event).len();
         let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
         // The holes are asked for in the first query only; later batches go on from the
         // highest id.
-        let mut holes: Vec<i64> = c.holes.keys().copied().collect();
+        let mut holes = c.live_holes(now);
         loop {
             let mut n = 0i64;
             let rows = {
@@ -736,15 +807,7 @@ impl PgConn {
                 let id: i64 = row
                     .try_get(0)
                     .map_err(|e| self.fail(&format!("reading `{}`", c.sql.table), e))?;
-                if c.holes.remove(&id).is_none() && id > c.sql.last {
-                    let gap = id - c.sql.last - 1;
-                    if gap > 0 && gap <= MAX_GAP && c.sql.last > 0 {
-                        for h in c.sql.last + 1..id {
-                            c.holes.insert(h, now);
-                        }
-                    }
-                    c.sql.last = id;
-                }
+                c.saw(id, now);
                 match values_of::<sqlx::Postgres>(row, &c.sql.index, n_cols, &mut values) {
                     Ok(()) => deliver(
                         &values,
@@ -770,6 +833,212 @@ impl PgConn {
                 return Ok(());
             }
         }
+    }
+}
+
+impl MysqlConn {
+    fn open(url: &str) -> Result<MysqlConn, SourceError> {
+        let rt = db::runtime().map_err(SourceError)?;
+        let shown = super::read::mask_dsn(url);
+        let conn = rt.block_on(super::mysql::connect(url, &shown))?;
+        Ok(MysqlConn {
+            rt,
+            conn,
+            url: url.to_owned(),
+        })
+    }
+
+    fn fail(&self, what: &str, e: sqlx::Error) -> SourceError {
+        SourceError(format!(
+            "{}: {what}: {}",
+            super::read::mask_dsn(&self.url),
+            super::sql::plain(db::scrub(&self.url, e.to_string()))
+        ))
+    }
+
+    /// The rows of one text-protocol query (one round trip), every value as text.
+    fn text_rows(
+        &mut self,
+        sql: String,
+        what: &str,
+    ) -> Result<Vec<sqlx::mysql::MySqlRow>, SourceError> {
+        let MysqlConn { rt, conn, .. } = self;
+        rt.block_on(sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(&mut *conn))
+            .map_err(|e| self.fail(what, e))
+    }
+
+    fn now(&mut self) -> Result<Timestamp, SourceError> {
+        const WHAT: &str = "cannot read the clock";
+        let rows = self.text_rows(
+            "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS CHAR)"
+                .into(),
+            WHAT,
+        )?;
+        rows.first()
+            .and_then(|r| r.try_get_unchecked::<Option<String>, _>(0).ok().flatten())
+            .and_then(|s| s.parse::<i64>().ok())
+            .and_then(|us| Timestamp::from_microsecond(us).ok())
+            .ok_or_else(|| {
+                SourceError(format!(
+                    "{}: {WHAT}: unexpected answer",
+                    super::read::mask_dsn(&self.url)
+                ))
+            })
+    }
+
+    fn table_columns(&mut self, table: &str) -> Result<Vec<(String, String)>, SourceError> {
+        let MysqlConn { rt, conn, .. } = self;
+        rt.block_on(super::mysql::columns(conn, table))
+            .map_err(|e| self.fail("cannot read the table's columns", e))
+    }
+
+    fn cursor(
+        &mut self,
+        table: &str,
+        is_event: bool,
+        required: bool,
+    ) -> Result<Option<SqlCursor>, SourceError> {
+        let shown = super::read::mask_dsn(&self.url);
+        if !super::read::valid_table_name(table) {
+            return Err(SourceError(format!(
+                "{shown}: `{table}` is not a valid table name"
+            )));
+        }
+        let cols = self.table_columns(table)?;
+        if cols.is_empty() {
+            if !required {
+                return Ok(None);
+            }
+            return Err(SourceError(format!("{shown}: no table `{table}`")));
+        }
+        if !cols.iter().any(|(n, _)| n.eq_ignore_ascii_case("id")) {
+            return Err(SourceError(format!(
+                "{shown}: table `{table}` has no `id` column, which numbers its rows so that \
+                 only new ones are read: for the batchguard tables run `batchguard store \
+                 migrate --store '{shown}'`; for a table of your own, `ALTER TABLE {table} \
+                 ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE`"
+            )));
+        }
+        let (index, list) = select_for(
+            &cols,
+            is_event,
+            &format!("table `{table}` of {shown}"),
+            super::mysql::text_of,
+        )?;
+        Ok(Some(SqlCursor {
+            table: table.to_owned(),
+            label: format!("{shown} {table}"),
+            // The condition is added per poll: the highest id and the holes, written in.
+            select: format!(
+                "SELECT CAST(`id` AS CHAR), {list} FROM {}",
+                super::mysql::quote(table)
+            ),
+            index,
+            last: 0,
+            is_event,
+        }))
+    }
+
+    fn poll(
+        &mut self,
+        c: &mut IdCursor,
+        opts: &ReadOptions,
+        sink: &mut dyn TailSink,
+        got: &mut Polled,
+    ) -> Result<(), SourceError> {
+        use std::fmt::Write;
+        let now = Instant::now();
+        let n_cols = columns(c.sql.is_event).len();
+        let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
+        let mut holes = c.live_holes(now);
+        loop {
+            let mut sql = format!("{} WHERE `id` > {}", c.sql.select, c.sql.last);
+            if !holes.is_empty() {
+                sql.push_str(" OR `id` IN (");
+                for (i, h) in holes.iter().enumerate() {
+                    let _ = write!(sql, "{}{h}", if i > 0 { ", " } else { "" });
+                }
+                sql.push(')');
+            }
+            let _ = write!(sql, " ORDER BY `id` LIMIT {BATCH}");
+            let what = format!("reading `{}`", c.sql.table);
+            let rows = self.text_rows(sql, &what)?;
+            holes.clear();
+            for row in &rows {
+                let id = row
+                    .try_get_unchecked::<Option<String>, _>(0)
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .ok_or_else(|| {
+                        SourceError(format!(
+                            "{}: {what}: an `id` that is not a whole number",
+                            super::read::mask_dsn(&self.url)
+                        ))
+                    })?;
+                c.saw(id, now);
+                match values_of::<sqlx::MySql>(row, &c.sql.index, n_cols, &mut values) {
+                    Ok(()) => deliver(
+                        &values,
+                        c.sql.is_event,
+                        opts,
+                        &c.sql.label,
+                        id as u64,
+                        sink,
+                        got,
+                    ),
+                    Err((i, m)) => {
+                        got.rejected += 1;
+                        sink.error(row_error(
+                            &c.sql.label,
+                            id as u64,
+                            Some(columns(c.sql.is_event)[i]),
+                            m,
+                        ));
+                    }
+                }
+            }
+            if (rows.len() as i64) < BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    /// `batchguard_drills` of the connection's database as (job, passed, at) text; `None`
+    /// when it has no such table.
+    #[allow(clippy::type_complexity)]
+    fn drills(
+        &mut self,
+    ) -> Result<Option<Vec<(Option<String>, Option<String>, Option<String>)>>, SourceError> {
+        let cols = self.table_columns(DRILLS_TABLE).map_err(|e| {
+            SourceError(e.0.replacen(
+                "cannot read the table's columns",
+                &format!("reading `{DRILLS_TABLE}`"),
+                1,
+            ))
+        })?;
+        let ty = |name: &str| {
+            cols.iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, t)| t.clone())
+        };
+        let (Some(_), Some(_), Some(at)) = (ty("job"), ty("passed"), ty("at")) else {
+            return Ok(None);
+        };
+        // `at` in UTC RFC 3339 whether the column is text (as written) or TIMESTAMP.
+        let sql = format!(
+            "SELECT CAST(`job` AS CHAR), CAST(`passed` AS CHAR), {} FROM `{DRILLS_TABLE}`",
+            super::mysql::text_of("at", &at)
+        );
+        let rows = self.text_rows(sql, &format!("reading `{DRILLS_TABLE}`"))?;
+        Ok(Some(
+            rows.iter()
+                .map(|r| {
+                    let get = |i: usize| r.try_get_unchecked::<Option<String>, _>(i).ok().flatten();
+                    (get(0), get(1), get(2))
+                })
+                .collect(),
+        ))
     }
 }
 

@@ -8,8 +8,13 @@
 //!   run by `batchguard store migrate`). PostgreSQL creates it under an advisory lock, so
 //!   two first drills at once do not race, and only when `to_regclass` does not find it, so
 //!   a role that may only insert can record drills into a migrated database.
-//! - Every value is a bound parameter. A drill is one statement a quarter: round trips do
-//!   not matter here, unlike `run`'s store (`super::postgres`).
+//! - A MySQL / MariaDB database gets its row as the MySQL store writes (`super::mysql`):
+//!   one `COM_QUERY` that creates the table only when `information_schema` does not list it
+//!   (a prepared `CREATE`, so a user that may only insert can record into a migrated
+//!   database; MySQL's `CREATE TABLE IF NOT EXISTS` does not race), then inserts; values
+//!   as hex literals, times as RFC 3339 text in UTC with six fractional digits.
+//! - Every other value is a bound parameter. A drill is one statement a quarter: round
+//!   trips do not matter here, unlike `run`'s store (`super::postgres`).
 //! - The record is checked first ([`DrillRecord::check`]): no source ever holds a row the
 //!   audit would reject. Messages name the source with its password masked.
 
@@ -26,6 +31,8 @@ use std::time::Duration;
 pub const SQLITE_DDL: &str = include_str!("../../schemas/drills.sqlite.sql");
 /// The drill table's DDL, PostgreSQL.
 pub const POSTGRES_DDL: &str = include_str!("../../schemas/drills.postgres.sql");
+/// The drill table's DDL, MySQL / MariaDB (one statement).
+pub const MYSQL_DDL: &str = include_str!("../../schemas/drills.mysql.sql");
 
 /// Serialises the creation of the drill table between processes (`CREATE … IF NOT
 /// EXISTS` alone can race on a new database).
@@ -59,6 +66,7 @@ pub fn append_to(src: &DrillSource, rec: &DrillRecord) -> Result<(), String> {
         DrillSource::Jsonl(p) => append_jsonl(p, rec),
         DrillSource::Sqlite(p) => append_sqlite(p, rec),
         DrillSource::Postgres(url) => append_postgres(url, rec),
+        DrillSource::Mysql(url) => mysql(url, "cannot record the drill", Some(rec)).map(|_| ()),
     }
 }
 
@@ -84,7 +92,8 @@ pub fn migrate(url: &str) -> Result<bool, String> {
     let url = url.trim();
     if !(url.starts_with("sqlite:")
         || url.starts_with("postgres://")
-        || url.starts_with("postgresql://"))
+        || url.starts_with("postgresql://")
+        || url.starts_with("mysql://"))
     {
         return Ok(false);
     }
@@ -101,6 +110,7 @@ pub fn migrate(url: &str) -> Result<bool, String> {
             })
         }
         DrillSource::Postgres(url) => postgres(&url, "cannot create `batchguard_drills`", None),
+        DrillSource::Mysql(url) => mysql(&url, "cannot create `batchguard_drills`", None),
         DrillSource::Jsonl(_) => Ok(false),
     }
 }
@@ -246,6 +256,38 @@ fn postgres(url: &str, what: &str, rec: Option<&DrillRecord>) -> Result<bool, St
         let _ = conn.close().await;
         Ok(true)
     })
+}
+
+/// One round trip: the table created when `information_schema` does not list it, and
+/// `rec` inserted when given.
+fn mysql(url: &str, what: &str, rec: Option<&DrillRecord>) -> Result<bool, String> {
+    use super::mysql::{lit, text_time};
+    let ddl = super::mysql::ddl_statements(MYSQL_DDL).join(";\n");
+    let mut sql = format!(
+        "SET @bg_drills = (SELECT COUNT(*) FROM information_schema.TABLES \
+           WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = {table});
+SET @bg_create = IF(@bg_drills > 0, 'DO 0', {ddl});
+PREPARE bg_create FROM @bg_create;
+EXECUTE bg_create;
+DEALLOCATE PREPARE bg_create",
+        table = lit(TABLE),
+        ddl = lit(&ddl),
+    );
+    if let Some(rec) = rec {
+        sql.push_str(&format!(
+            ";\nINSERT INTO batchguard_drills (job, scheduled_at, at, passed, scenarios, report_digest) \
+             VALUES ({}, {}, {}, {}, {}, {})",
+            lit(&rec.job),
+            lit(&text_time(rec.scheduled_at)),
+            lit(&text_time(rec.at)),
+            if rec.passed { "TRUE" } else { "FALSE" },
+            lit(&rec.scenarios),
+            lit(&rec.report_digest),
+        ));
+    }
+    let mut st = super::mysql::MysqlStore::open(url).map_err(|e| e.0)?;
+    st.execute(sql, what).map_err(|e| e.0)?;
+    Ok(true)
 }
 
 #[cfg(test)]

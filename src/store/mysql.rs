@@ -21,8 +21,8 @@
 
 use super::ledger::{Batch, Ledger};
 use super::{
-    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
-    Refusal, SlotRow, SlotState, Store, StoreError,
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError,
 };
 use jiff::Timestamp;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
@@ -316,7 +316,7 @@ fn secs_until(until_us: Option<&str>, now: Timestamp) -> i64 {
 }
 
 /// Splits `DELIMITER`-free DDL into statements: `;` at a line's end ends one.
-fn ddl_statements(ddl: &str) -> Vec<String> {
+pub(super) fn ddl_statements(ddl: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     for line in ddl.lines() {
@@ -503,6 +503,11 @@ impl MysqlStore {
     fn unexpected(&self, what: &str) -> StoreError {
         StoreError(format!("{}: {what}: unexpected answer", self.shown))
     }
+
+    /// `sql` (statements, no answer wanted) in one round trip, for the drill records.
+    pub(super) fn execute(&mut self, sql: String, what: &str) -> Result<(), StoreError> {
+        self.query(sql, what).map(|_| ())
+    }
 }
 
 impl Store for MysqlStore {
@@ -661,6 +666,36 @@ FROM batchguard_leases WHERE state = 'held' AND lease_until > {NOW_US}{filter} O
                 })
             })
             .collect())
+    }
+
+    fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
+        const WHAT: &str = "cannot read the leases";
+        // The clock rides along in a last row of its own, so an empty table still has it.
+        let sql = format!(
+            "SELECT `key`, job, scheduled_at, holder, run_id, CAST(fence AS CHAR), CAST(acquired_at AS CHAR),
+  CAST(lease_until AS CHAR), NULL FROM batchguard_leases WHERE state = 'held'
+UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST({NOW_US} AS CHAR)"
+        );
+        let mut rows = self.query(sql, WHAT)?;
+        let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
+        rows.pop();
+        let mut leases: Vec<HeldLease> = rows
+            .iter()
+            .filter_map(|r| {
+                Some(HeldLease {
+                    key: r[0].clone()?,
+                    job: r[1].clone()?,
+                    scheduled_at: r[2].as_deref()?.parse().ok()?,
+                    holder: r[3].clone()?,
+                    run_id: r[4].clone()?,
+                    fence: r[5].as_deref()?.parse().ok()?,
+                    acquired_at: parse_us(r[6].as_deref())?,
+                    lease_until: parse_us(r[7].as_deref())?,
+                })
+            })
+            .collect();
+        leases.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok((leases, now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

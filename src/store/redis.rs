@@ -26,8 +26,8 @@
 
 use super::ledger::{Batch, Ledger};
 use super::{
-    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, LeaseRow, OutputRow,
-    Refusal, SlotRow, SlotState, Store, StoreError, rfc3339,
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, rfc3339,
 };
 use jiff::Timestamp;
 use redis::{IntoConnectionInfo, Value};
@@ -74,7 +74,7 @@ end
 local fence = redis.call('INCR', KEYS[2])
 if fence <= tonumber(ARGV[9]) then return {'backwards', t[1], t[2], fence} end
 -- The fence as digits: cjson writes numbers with 14 significant digits only.
-local lease = cjson.encode({holder = ARGV[1], run_id = ARGV[2], fence = string.format('%d', fence), job = ARGV[3], scheduled_at = ARGV[4]})
+local lease = cjson.encode({holder = ARGV[1], run_id = ARGV[2], fence = string.format('%d', fence), job = ARGV[3], scheduled_at = ARGV[4], acquired_us = t[1] .. string.format('%06d', tonumber(t[2]))})
 redis.call('SET', KEYS[1], lease, 'NX', 'PX', ARGV[5])
 redis.call('SET', KEYS[4], KEYS[1], 'PX', ARGV[5])
 local attempt = redis.call('HINCRBY', KEYS[3], 'attempts', 1)
@@ -123,6 +123,25 @@ if key then
 end
 return {t[1], t[2], live}
 "#;
+
+/// `held_leases`: KEYS: lease keys (found by `SCAN`). Each one's value and time to live,
+/// read with the clock in one atomic step; a key gone since the scan answers nothing.
+const HELD: &str = r#"
+local t = redis.call('TIME')
+local out = {t[1], t[2]}
+for i, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v then
+    table.insert(out, k)
+    table.insert(out, v)
+    table.insert(out, redis.call('PTTL', k))
+  end
+end
+return out
+"#;
+
+/// Lease keys read by one `held_leases` script: a bound on how long Redis is kept busy.
+const HELD_CHUNK: usize = 1000;
 
 /// A store URL taken apart: what goes to the client, and batchguard's own parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -265,6 +284,9 @@ struct LeaseValue {
     fence: i64,
     job: String,
     scheduled_at: String,
+    /// Epoch microseconds in Redis's clock; absent in leases taken before it was kept.
+    #[serde(default)]
+    acquired_us: Option<String>,
 }
 
 /// A fence written as digits (what the script writes) or as a JSON number.
@@ -340,6 +362,33 @@ impl RedisStore {
             Ok(_) => Err(self.unexpected(what)),
             Err(e) => Err(self.fail(what, e)),
         }
+    }
+
+    /// Every lease key under the prefix, sorted: `SCAN` (never `KEYS`, which blocks Redis
+    /// for the whole keyspace), so a key present from the first call to the last is seen.
+    fn lease_keys(&mut self, what: &str) -> Result<Vec<String>, StoreError> {
+        let pattern = format!("{}:lease:*", glob_escape(&self.cfg.prefix));
+        let mut keys: Vec<String> = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut self.conn)
+                .map_err(|e| self.fail(what, e))?;
+            keys.extend(batch);
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        // SCAN may return a key twice.
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
     }
 
     fn fail(&self, what: &str, e: redis::RedisError) -> StoreError {
@@ -601,25 +650,7 @@ impl Store for RedisStore {
 
     fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
         const WHAT: &str = "cannot read the leases";
-        let pattern = format!("{}:lease:*", glob_escape(&self.cfg.prefix));
-        let mut keys: Vec<String> = Vec::new();
-        let mut cursor = 0u64;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut self.conn)
-                .map_err(|e| self.fail(WHAT, e))?;
-            keys.extend(batch);
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
-        keys.sort();
+        let keys = self.lease_keys(WHAT)?;
         let strip = format!("{}:lease:", self.cfg.prefix);
         let mut out = Vec::new();
         for k in keys {
@@ -647,6 +678,65 @@ impl Store for RedisStore {
             });
         }
         Ok(out)
+    }
+
+    /// A Redis lease that expired is gone (Redis deletes the key), so every lease listed
+    /// here is live: a holder that died shows as no lease, never as a stale one.
+    fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
+        const WHAT: &str = "cannot read the leases";
+        let keys = self.lease_keys(WHAT)?;
+        let strip = format!("{}:lease:", self.cfg.prefix);
+        let mut out = Vec::new();
+        let mut now = None;
+        // One script per chunk (one with no keys when there are none: the clock).
+        let chunks: Vec<&[String]> = if keys.is_empty() {
+            vec![&[]]
+        } else {
+            keys.chunks(HELD_CHUNK).collect()
+        };
+        for chunk in chunks {
+            let reply = self.eval(HELD, chunk, &[], WHAT)?;
+            let t = self.tick(&reply, 0).ok_or_else(|| self.unexpected(WHAT))?;
+            now = Some(t);
+            for item in reply[2..].chunks(3) {
+                let (Some(k), Some(v), Some(pttl)) =
+                    (text(item.first()), text(item.get(1)), int(item.get(2)))
+                else {
+                    continue;
+                };
+                // -1: no time to live (not a lease this store wrote); -2: gone.
+                let Some(l) = serde_json::from_str::<LeaseValue>(&v)
+                    .ok()
+                    .filter(|_| pttl > 0)
+                else {
+                    continue;
+                };
+                let (Some(scheduled_at), Some(lease_until)) = (
+                    l.scheduled_at.parse::<Timestamp>().ok(),
+                    t.checked_add(jiff::SignedDuration::from_millis(pttl)).ok(),
+                ) else {
+                    continue;
+                };
+                let acquired_at = l
+                    .acquired_us
+                    .as_deref()
+                    .and_then(|u| u.parse::<i64>().ok())
+                    .and_then(|u| Timestamp::from_microsecond(u).ok())
+                    .unwrap_or(t);
+                out.push(HeldLease {
+                    key: k.strip_prefix(&strip).unwrap_or(&k).to_owned(),
+                    job: l.job,
+                    scheduled_at,
+                    holder: l.holder,
+                    run_id: l.run_id,
+                    fence: l.fence,
+                    acquired_at,
+                    lease_until,
+                });
+            }
+        }
+        let now = now.ok_or_else(|| self.unexpected(WHAT))?;
+        Ok((out, now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

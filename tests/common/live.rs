@@ -1,10 +1,12 @@
 //! What the `watch`, `metrics` and `audit --since` tests share: a manifest and a store in
 //! a folder of their own, the store made by `batchguard store migrate` (SQLite or a fresh
-//! PostgreSQL database), rows written into it by hand for the crafted ledgers, and the
+//! PostgreSQL or MySQL / MariaDB database), rows written into it by hand for the crafted ledgers, and the
 //! commands run against it. Times are the host's clock, rounded to the minute where a
 //! slot is meant, with minutes of margin around every boundary a test relies on.
 #![allow(dead_code)]
 
+#[path = "mysqldb.rs"]
+pub mod mysqldb;
 #[path = "pgdb.rs"]
 pub mod pgdb;
 
@@ -45,6 +47,7 @@ pub fn minute_of_hour(t: Timestamp) -> i64 {
 pub enum Db {
     Sqlite(PathBuf),
     Pg(pgdb::TestDb),
+    My(mysqldb::TestDb),
 }
 
 /// A manifest and a store, in a folder of their own.
@@ -115,10 +118,25 @@ impl Case {
         Some(c)
     }
 
+    /// A fresh MySQL / MariaDB database, migrated; `None` when the server is unreachable
+    /// outside CI.
+    pub fn mysql(manifest: &str, tag: &str) -> Option<Case> {
+        let db = mysqldb::fresh(tag)?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("m.batchguard.yaml"), manifest).expect("manifest");
+        let c = Case {
+            db: Db::My(db),
+            dir,
+        };
+        ok(&c.bg(&["store", "migrate", "--store", &c.url()]));
+        Some(c)
+    }
+
     pub fn url(&self) -> String {
         match &self.db {
             Db::Sqlite(p) => format!("sqlite:{}", p.display()),
             Db::Pg(d) => d.url.clone(),
+            Db::My(d) => d.url.clone(),
         }
     }
 
@@ -144,13 +162,19 @@ impl Case {
         match &self.db {
             Db::Sqlite(p) => sqlite_exec(p, sql),
             Db::Pg(d) => d.exec(sql),
+            Db::My(d) => d.exec(sql),
         }
     }
 
     pub fn event(&self, e: &Ev) {
+        // `trigger` is a reserved word: MySQL quotes it with backquotes.
+        let trigger = match self.db {
+            Db::My(_) => "`trigger`",
+            _ => "\"trigger\"",
+        };
         self.exec(&format!(
             "INSERT INTO batchguard_events (run_id, job, scheduled_at, event, at, instance, attempt, \
-             status, error_code, \"trigger\", fence, detail) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, 'schedule', {}, {})",
+             status, error_code, {trigger}, fence, detail) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, 'schedule', {}, {})",
             q(&e.run_id),
             q(&e.job),
             q(&e.scheduled_at),
@@ -210,6 +234,17 @@ impl Case {
         let state = if held { "held" } else { "released" };
         let key = format!("{job}:{}", ts(slot));
         match &self.db {
+            Db::My(d) => d.exec(&format!(
+                "INSERT INTO batchguard_leases (`key`, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state) \
+                 VALUES ({}, {}, {}, {}, {}, 1, {}, {}, '{state}')",
+                q(&key),
+                q(job),
+                q(&ts(slot)),
+                q(holder),
+                q(run_id),
+                acquired.as_microsecond(),
+                until.as_microsecond()
+            )),
             Db::Sqlite(p) => sqlite_exec(
                 p,
                 &format!(
