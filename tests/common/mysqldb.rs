@@ -240,9 +240,7 @@ fn pump_client(mut client: TcpStream, mut server: TcpStream, log: Arc<Mutex<Vec<
         if client.read_exact(&mut body).is_err() {
             break;
         }
-        if server.write_all(&head).is_err() || server.write_all(&body).is_err() {
-            break;
-        }
+        // Logged before it is sent: once the reply can reach the client, `take` sees it.
         if seq == 0 && !continuing && !body.is_empty() {
             let text = if body[0] == COM_QUERY {
                 String::from_utf8_lossy(&body[1..body.len().min(300)]).into_owned()
@@ -250,6 +248,9 @@ fn pump_client(mut client: TcpStream, mut server: TcpStream, log: Arc<Mutex<Vec<
                 String::new()
             };
             log.lock().expect("log").push((body[0], text));
+        }
+        if server.write_all(&head).is_err() || server.write_all(&body).is_err() {
+            break;
         }
         continuing = len == 0xff_ffff;
     }

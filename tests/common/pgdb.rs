@@ -229,6 +229,15 @@ fn pump_client(mut client: TcpStream, mut server: TcpStream, log: Arc<Mutex<Vec<
         if client.read_exact(&mut body).is_err() {
             break;
         }
+        if !startup {
+            // Logged before it is sent: once the reply can reach the client, `take` sees it.
+            let text = if kind == 'Q' {
+                String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
+            } else {
+                String::new()
+            };
+            log.lock().expect("log").push((kind, text));
+        }
         let head_len = if startup { 4 } else { 5 };
         if server.write_all(&head[..head_len]).is_err() || server.write_all(&body).is_err() {
             break;
@@ -239,14 +248,7 @@ fn pump_client(mut client: TcpStream, mut server: TcpStream, log: Arc<Mutex<Vec<
                 .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
             // SSLRequest / GSSENCRequest come before the real startup message.
             startup = matches!(code, Some(80_877_103) | Some(80_877_104));
-            continue;
         }
-        let text = if kind == 'Q' {
-            String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
-        } else {
-            String::new()
-        };
-        log.lock().expect("log").push((kind, text));
     }
     let _ = server.shutdown(std::net::Shutdown::Both);
 }

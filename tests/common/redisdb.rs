@@ -197,10 +197,11 @@ fn pump_client(client: TcpStream, mut server: TcpStream, log: Arc<Mutex<Vec<Vec<
             group.push(name);
             out.extend_from_slice(&raw);
         }
+        // Logged before it is sent: once the reply can reach the client, `take` sees it.
+        log.lock().expect("log").push(group);
         if server.write_all(&out).is_err() {
             break;
         }
-        log.lock().expect("log").push(group);
     }
     let _ = server.shutdown(std::net::Shutdown::Both);
 }
