@@ -6,23 +6,15 @@
 //! signed nothing here is refused before anything is written.
 
 mod common;
+#[path = "common/tls.rs"]
+mod tls;
 
 use common::bin;
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use tls::{certificates, free_port, need, text, trusting, wait_listening};
 
 const MANIFEST: &str = "version: 1\nservice: svc\njobs:\n  - name: j\n    schedule: \"* * * * *\"\n    expected_duration: 1m\n    lock:\n      ttl: 10m\n    retry:\n      max_attempts: 1\n";
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn tool(dir: &Path, program: &str, args: &[&str]) -> Output {
     Command::new(program)
@@ -34,61 +26,6 @@ fn tool(dir: &Path, program: &str, args: &[&str]) -> Output {
 
 fn ok(o: Output, what: &str) {
     assert!(o.status.success(), "{what}: {}", text(&o));
-}
-
-/// `ca.pem`, `server.pem`/`server.key` (127.0.0.1, signed by it), `stranger.pem`.
-fn certificates(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    for (name, cn) in [("ca", "batchguard test CA"), ("stranger", "a stranger CA")] {
-        let (key, pem, subj) = (
-            format!("{name}.key"),
-            format!("{name}.pem"),
-            format!("/CN={cn}"),
-        );
-        let mut a = vec!["req", "-x509", "-days", "1", "-subj", &subj];
-        a.extend(ec);
-        a.extend(["-keyout", &key, "-out", &pem]);
-        ok(tool(dir, "openssl", &a), "openssl req");
-    }
-    let mut csr = vec!["req", "-new", "-subj", "/CN=127.0.0.1"];
-    csr.extend(ec);
-    csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
-    ok(tool(dir, "openssl", &csr), "openssl csr");
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-    )
-    .expect("ext");
-    ok(
-        tool(
-            dir,
-            "openssl",
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "1",
-                "-extfile",
-                "ext.cnf",
-                "-out",
-                "server.pem",
-            ],
-        ),
-        "openssl x509",
-    );
 }
 
 /// A MariaDB with TLS on, shut down when dropped.
@@ -104,24 +41,11 @@ impl Drop for TlsMariadb {
     }
 }
 
-fn tls_mariadb(dir: &Path) -> Option<TlsMariadb> {
-    let here = ["mariadb-install-db", "mariadbd", "mariadb", "openssl"]
-        .iter()
-        .all(|p| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {p}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    if !here {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "mariadb-install-db, mariadbd, mariadb and openssl are required in CI"
-        );
-        eprintln!("skipped: mariadb-install-db, mariadbd, mariadb or openssl is not on PATH");
+fn tls_mariadb(dir: &Path) -> Option<(TlsMariadb, tls::Certs)> {
+    if !need(&["mariadb-install-db", "mariadbd", "mariadb", "openssl"]) {
         return None;
     }
-    certificates(dir);
+    let certs = certificates(dir);
     let data = dir.join("data");
     let abs = |p: &str| dir.join(p).display().to_string();
     ok(
@@ -138,10 +62,7 @@ fn tls_mariadb(dir: &Path) -> Option<TlsMariadb> {
         ),
         "mariadb-install-db",
     );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = free_port();
     let child = Command::new("mariadbd")
         .current_dir(dir)
         .arg("--no-defaults")
@@ -160,12 +81,8 @@ fn tls_mariadb(dir: &Path) -> Option<TlsMariadb> {
         .spawn()
         .expect("mariadbd starts");
     let server = TlsMariadb { child, port };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "mariadbd never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(server)
+    wait_listening(port, "mariadbd");
+    Some((server, certs))
 }
 
 /// Every column of a query's rows, through the `mariadb` client over the server's socket.
@@ -190,14 +107,9 @@ fn sql(dir: &Path, query: &str) -> String {
 }
 
 fn bg(dir: &Path, args: &[&str], roots: &Path) -> Command {
-    let no_dir = dir.join("no-certs");
-    let _ = std::fs::create_dir(&no_dir);
     let mut c = Command::new(bin());
-    c.current_dir(dir)
-        .args(args)
-        .env("SSL_CERT_FILE", roots)
-        .env("SSL_CERT_DIR", &no_dir)
-        .stdin(Stdio::null());
+    c.current_dir(dir).args(args).stdin(Stdio::null());
+    trusting(&mut c, dir, roots);
     c
 }
 
@@ -205,13 +117,13 @@ fn bg(dir: &Path, args: &[&str], roots: &Path) -> Command {
 fn ssl_mode_encrypts_verifies_and_refuses_a_stranger_ca() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    let Some(server) = tls_mariadb(dir) else {
+    let Some((server, certs)) = tls_mariadb(dir) else {
         return;
     };
     std::fs::write(dir.join("m.batchguard.yaml"), MANIFEST).expect("manifest");
     sql(dir, "CREATE DATABASE ops");
     let base = format!("mysql://root@127.0.0.1:{}/ops", server.port);
-    let (ca, stranger): (PathBuf, PathBuf) = (dir.join("ca.pem"), dir.join("stranger.pem"));
+    let (ca, stranger) = (&certs.ca, &certs.stranger);
 
     // A CA that signed nothing here: refused, and nothing was created.
     let refused_url = format!(
@@ -221,7 +133,7 @@ fn ssl_mode_encrypts_verifies_and_refuses_a_stranger_ca() {
     let refused = bg(
         dir,
         &["store", "migrate", "--store", &refused_url],
-        &stranger,
+        stranger,
     )
     .output()
     .unwrap();
@@ -238,7 +150,7 @@ fn ssl_mode_encrypts_verifies_and_refuses_a_stranger_ca() {
         bg(
             dir,
             &["store", "migrate", "--store", &verified_url],
-            &stranger,
+            stranger,
         )
         .output()
         .unwrap(),
@@ -256,7 +168,7 @@ fn ssl_mode_encrypts_verifies_and_refuses_a_stranger_ca() {
     let before = accepted();
     let disabled = format!("{base}?ssl-mode=DISABLED");
     ok(
-        bg(dir, &["store", "migrate", "--store", &disabled], &stranger)
+        bg(dir, &["store", "migrate", "--store", &disabled], stranger)
             .output()
             .unwrap(),
         "migrate without TLS",
@@ -282,7 +194,7 @@ fn ssl_mode_encrypts_verifies_and_refuses_a_stranger_ca() {
             "--",
             "true",
         ],
-        &stranger,
+        stranger,
     )
     .output()
     .unwrap();
@@ -310,7 +222,7 @@ fn ssl_mode_encrypts_verifies_and_refuses_a_stranger_ca() {
             "--format",
             "json",
         ],
-        &stranger,
+        stranger,
     )
     .output()
     .unwrap();
@@ -322,7 +234,7 @@ fn ssl_mode_encrypts_verifies_and_refuses_a_stranger_ca() {
 
     // Without TLS asked for, the stranger roots do not matter: the default prefers TLS
     // but does not verify, so it connects.
-    let plain = bg(dir, &["store", "migrate", "--store", &base], &stranger)
+    let plain = bg(dir, &["store", "migrate", "--store", &base], stranger)
         .output()
         .unwrap();
     assert!(plain.status.success(), "{}", text(&plain));

@@ -7,12 +7,15 @@
 mod common;
 #[path = "common/pgdb.rs"]
 mod pgdb;
+#[path = "common/tls.rs"]
+mod tls;
 
 use common::bin;
 use pgdb::TestDb;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tls::{certificates, text, trusting};
 
 const MANIFEST: &str = "version: 1\nservice: svc\njobs:\n  - name: j\n    schedule: \"* * * * *\"\n    expected_duration: 1m\n    lock:\n      ttl: 10m\n    retry:\n      max_attempts: 1\n";
 
@@ -25,15 +28,6 @@ fn bg(dir: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(bin());
     c.current_dir(dir).args(args).stdin(Stdio::null());
     c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// A fresh database on a server with TLS on, or `None` (said) when it has TLS off.
@@ -116,35 +110,6 @@ fn the_guard_connection_is_encrypted_as_sslmode_says() {
     assert!(!guard_connection_is_tls(&db, "disable"), "sslmode=disable");
 }
 
-/// A PEM certificate of a CA that signed nothing the server has.
-fn stranger_ca(dir: &Path) -> PathBuf {
-    let (key, cert) = (dir.join("ca.key"), dir.join("ca.pem"));
-    let made = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-        ])
-        .args([
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=not the server's CA",
-            "-keyout",
-        ])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl runs");
-    assert!(made.status.success(), "{}", text(&made));
-    cert
-}
-
 #[test]
 fn verify_ca_checks_the_server_certificate_against_sslrootcert() {
     let Some(db) = tls_db("tls_verify") else {
@@ -156,21 +121,24 @@ fn verify_ca_checks_the_server_certificate_against_sslrootcert() {
             .expect("ssl_cert_file"),
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let stranger = stranger_ca(dir.path());
-    // The system's roots are the stranger alone (`SSL_CERT_FILE`, and an empty
-    // `SSL_CERT_DIR`), so only `sslrootcert` can vouch for the server.
-    let no_dir = dir.path().join("no-certs");
-    std::fs::create_dir(&no_dir).expect("empty cert dir");
+    if !tls::need(&["openssl"]) {
+        return;
+    }
+    let stranger = certificates(dir.path()).stranger;
+    // The system's roots are the stranger alone, so only `sslrootcert` can vouch for the
+    // server.
     let migrate = |root: &Path| {
         let url = with_param(
             &db.url,
             &format!("sslmode=verify-ca&sslrootcert={}", root.display()),
         );
-        bg(dir.path(), &["store", "migrate", "--store", &url])
-            .env("SSL_CERT_FILE", &stranger)
-            .env("SSL_CERT_DIR", &no_dir)
-            .output()
-            .unwrap()
+        trusting(
+            &mut bg(dir.path(), &["store", "migrate", "--store", &url]),
+            dir.path(),
+            &stranger,
+        )
+        .output()
+        .unwrap()
     };
     let refused = migrate(&stranger);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
@@ -193,7 +161,7 @@ fn verify_ca_checks_the_server_certificate_against_sslrootcert() {
         &db.url,
         &format!("sslmode=verify-ca&sslrootcert={}", server_cert.display()),
     );
-    let audited = bg(
+    let mut audit = bg(
         dir.path(),
         &[
             "audit",
@@ -206,11 +174,10 @@ fn verify_ca_checks_the_server_certificate_against_sslrootcert() {
             "--format",
             "json",
         ],
-    )
-    .env("SSL_CERT_FILE", &stranger)
-    .env("SSL_CERT_DIR", &no_dir)
-    .output()
-    .unwrap();
+    );
+    let audited = trusting(&mut audit, dir.path(), &stranger)
+        .output()
+        .unwrap();
     assert!(
         matches!(audited.status.code(), Some(0 | 1)),
         "{}",
