@@ -5,12 +5,13 @@
 //! database per test); unreachable means skip with a message, except under `CI=true`, where
 //! it fails.
 
-#[path = "common/mysqldb.rs"]
-mod mysqldb;
+#[path = "common/stores.rs"]
+mod stores;
 
 use batchguard::{AuditRunOptions, audit};
 use batchguard::{Event, LedgerReadOptions, LedgerSource, Output, read_events, read_outputs};
 use sqlx::{AssertSqlSafe, Connection};
+use stores::mysqldb;
 
 const FROM: &str = "2026-03-01T00:00:00+09:00";
 const TO: &str = "2026-03-02T00:00:00+09:00";

@@ -3,12 +3,13 @@
 //! the digest check and the refusal of a store that is not a fresh sandbox.
 
 mod common;
-#[path = "common/mysqldb.rs"]
-mod mysqldb;
+#[path = "common/stores.rs"]
+mod stores;
 
 use common::{bg, need_node};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use stores::mysqldb;
 
 const MANIFEST: &str = "examples/jobs/billing.batchguard.yaml";
 const SNAPSHOT: &str = "examples/snapshots/settle-payments/2026-03-01T02:00:00Z.jsonl";

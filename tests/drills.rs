@@ -10,10 +10,8 @@
 //! and pass, except under `CI=true`.
 
 mod common;
-#[path = "common/mysqldb.rs"]
-mod mysqldb;
-#[path = "common/pgdb.rs"]
-mod pgdb;
+#[path = "common/stores.rs"]
+mod stores;
 
 use batchguard::LedgerReadOptions;
 use batchguard::append_drill;
@@ -22,6 +20,7 @@ use common::{bg, sqlite_rows};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
+use stores::{mysqldb, pgdb};
 
 fn ts(s: &str) -> jiff::Timestamp {
     s.parse().expect("test timestamp")

@@ -4,14 +4,15 @@
 //! validated identifiers (`db.table` allowed), and `--ledger mysql://` streams what `run`
 //! wrote. A fresh database per test (`tests/common/mysqldb.rs`).
 
-#[path = "common/mysqldb.rs"]
-mod mysqldb;
+#[path = "common/stores.rs"]
+mod stores;
 
 #[path = "common/ledger.rs"]
 mod ledger;
 
 use batchguard::{Event, LedgerReadOptions, LedgerSource, RowError, read_events};
 use ledger::{events_error, outputs_error};
+use stores::mysqldb;
 
 fn events(src: &LedgerSource, opts: &LedgerReadOptions) -> (Vec<Event>, Vec<RowError>) {
     let (mut ev, mut bad) = (Vec::new(), Vec::new());

@@ -5,8 +5,8 @@
 //! a self-signed certificate; a test that needs it and finds TLS off says it skipped.
 
 mod common;
-#[path = "common/pgdb.rs"]
-mod pgdb;
+#[path = "common/stores.rs"]
+mod stores;
 #[path = "common/tls.rs"]
 mod tls;
 
@@ -15,6 +15,7 @@ use pgdb::TestDb;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use stores::pgdb;
 use tls::{certificates, text, trusting};
 
 const MANIFEST: &str = "version: 1\nservice: svc\njobs:\n  - name: j\n    schedule: \"* * * * *\"\n    expected_duration: 1m\n    lock:\n      ttl: 10m\n    retry:\n      max_attempts: 1\n";

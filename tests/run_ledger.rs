@@ -3,13 +3,14 @@
 //! unreachable ledger is spooled and written later. Real processes, real files.
 
 mod common;
-#[path = "common/pgdb.rs"]
-mod pgdb;
+#[path = "common/stores.rs"]
+mod stores;
 
 use common::{bin, sh, sqlite_rows};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use stores::pgdb;
 
 const SLOT: &str = "2026-03-01T02:00:00Z";
 const NEXT: &str = "2026-03-01T02:01:00Z";

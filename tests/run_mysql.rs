@@ -6,12 +6,13 @@
 mod common;
 #[path = "common/held.rs"]
 mod held;
-#[path = "common/mysqldb.rs"]
-mod mysqldb;
+#[path = "common/stores.rs"]
+mod stores;
 
 use common::bin;
 use mysqldb::{COM_QUERY, COM_STMT_EXECUTE, COM_STMT_PREPARE, Proxy, TestDb, round_trips};
 use std::process::{Command, Output, Stdio};
+use stores::mysqldb;
 
 const SLOT: &str = "2026-03-01T02:00:00Z";
 

@@ -4,12 +4,13 @@
 //! `audit` reads back. Each test has a database of its own (`tests/common/pgdb.rs`).
 
 mod common;
-#[path = "common/pgdb.rs"]
-mod pgdb;
+#[path = "common/stores.rs"]
+mod stores;
 
 use common::bin;
 use pgdb::{Proxy, TestDb, round_trips};
 use std::process::{Command, Output, Stdio};
+use stores::pgdb;
 
 const SLOT: &str = "2026-03-01T02:00:00Z";
 

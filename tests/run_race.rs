@@ -14,16 +14,13 @@
 //! its markers for 100 years (`retention=36500d`): its slots are in 2026, whatever today is.
 
 mod common;
-#[path = "common/mysqldb.rs"]
-mod mysqldb;
-#[path = "common/pgdb.rs"]
-mod pgdb;
-#[path = "common/redisdb.rs"]
-mod redisdb;
+#[path = "common/stores.rs"]
+mod stores;
 
 use std::collections::{HashMap, HashSet};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use stores::{mysqldb, pgdb, redisdb};
 
 const JOB: &str = r#"
 import fcntl, os, sys, time, random

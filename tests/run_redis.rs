@@ -8,14 +8,13 @@
 mod common;
 #[path = "common/held.rs"]
 mod held;
-#[path = "common/mysqldb.rs"]
-mod mysqldb;
-#[path = "common/redisdb.rs"]
-mod redisdb;
+#[path = "common/stores.rs"]
+mod stores;
 
 use common::bin;
 use redisdb::Proxy;
 use std::process::{Command, Output, Stdio};
+use stores::{mysqldb, redisdb};
 
 /// The `i`th minutely slot from two hours ago: recent, since a Redis store refuses slots
 /// older than its markers' retention (35 days).

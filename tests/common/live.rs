@@ -5,10 +5,10 @@
 //! slot is meant, with minutes of margin around every boundary a test relies on.
 #![allow(dead_code)]
 
-#[path = "mysqldb.rs"]
-pub mod mysqldb;
-#[path = "pgdb.rs"]
-pub mod pgdb;
+#[path = "stores.rs"]
+pub mod stores;
+
+pub use stores::{mysqldb, pgdb};
 
 use jiff::{SignedDuration, Timestamp};
 use std::path::{Path, PathBuf};

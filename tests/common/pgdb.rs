@@ -7,48 +7,20 @@
 //! tests print why and pass, except under `CI=true`, where they fail: CI runs them for real.
 #![allow(dead_code)]
 
+use super::{proxy, server};
+use server::rt;
 use sqlx::{AssertSqlSafe, Connection};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::io::{BufReader, Read};
+use std::net::TcpStream;
 
 pub fn admin_url() -> String {
     std::env::var("BATCHGUARD_TEST_PG")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-/// The URL with its database (path) replaced, query kept.
-fn with_database(url: &str, db: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((h, q)) => (h, format!("?{q}")),
-        None => (url, String::new()),
-    };
-    let scheme_end = head.find("://").map_or(0, |i| i + 3);
-    let base = match head[scheme_end..].find('/') {
-        Some(i) => &head[..scheme_end + i],
-        None => head,
-    };
-    format!("{base}/{db}{query}")
-}
-
 /// `host:port` of the URL (default port 5432).
 pub fn host_port(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |x| x.1);
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    let hostport = authority.rsplit_once('@').map_or(authority, |x| x.1);
-    if hostport.contains(':') {
-        hostport.to_string()
-    } else {
-        format!("{hostport}:5432")
-    }
+    server::host_port(url, 5432)
 }
 
 async fn admin_exec(sql: String) -> Result<(), String> {
@@ -76,32 +48,16 @@ pub struct TestDb {
     pub name: String,
 }
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
 /// A fresh, empty database; `None` (with a printed reason) when the server is unreachable
 /// outside CI.
 pub fn fresh(tag: &str) -> Option<TestDb> {
-    let name = format!(
-        "bg_test_{}_{}_{}",
-        std::process::id(),
-        tag,
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    );
+    let name = server::unique("bg_test", '_', tag);
     match rt().block_on(admin_exec(format!("CREATE DATABASE {name}"))) {
         Ok(()) => Some(TestDb {
-            url: with_database(&admin_url(), &name),
+            url: server::with_database(&admin_url(), &name),
             name,
         }),
-        Err(why) => {
-            let url = admin_url();
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("PostgreSQL at {url} is unreachable under CI=true: {why}");
-            }
-            eprintln!(
-                "skipping: PostgreSQL at {url} is unreachable ({why}); set BATCHGUARD_TEST_PG"
-            );
-            None
-        }
+        Err(why) => server::unreachable("PostgreSQL", &admin_url(), "BATCHGUARD_TEST_PG", &why),
     }
 }
 
@@ -128,15 +84,30 @@ impl TestDb {
     }
 
     pub fn exec(&self, sql: &str) {
-        rt().block_on(async {
-            let mut c = sqlx::PgConnection::connect(&self.url)
-                .await
-                .expect("connect");
-            sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
-                .execute(&mut c)
-                .await
-                .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        });
+        self.session().exec(sql);
+    }
+
+    /// A connection kept open, for a transaction left open while others commit.
+    pub fn session(&self) -> Session {
+        let rt = rt();
+        let conn = rt
+            .block_on(sqlx::PgConnection::connect(&self.url))
+            .expect("connect");
+        Session { rt, conn }
+    }
+}
+
+/// One connection to the test database.
+pub struct Session {
+    rt: tokio::runtime::Runtime,
+    conn: sqlx::PgConnection,
+}
+
+impl Session {
+    pub fn exec(&mut self, sql: &str) {
+        self.rt
+            .block_on(sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).execute(&mut self.conn))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 }
 
@@ -149,55 +120,16 @@ impl Drop for TestDb {
     }
 }
 
-/// A TCP proxy in front of the server that records every client→server message: its type
-/// byte and, for a simple `Query`, the start of its text. A round trip is a `Query` or a
-/// `Sync` (each is answered by one `ReadyForQuery`).
-pub struct Proxy {
-    pub port: u16,
-    log: Arc<Mutex<Vec<(char, String)>>>,
-}
+/// What the proxy logs of each client→server message: its type byte and, for a simple
+/// `Query`, the start of its text. A round trip is a `Query` or a `Sync` (each is answered
+/// by one `ReadyForQuery`).
+pub type Proxy = proxy::Proxy<Wire>;
 
 impl Proxy {
-    pub fn start(target: &str) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let target = target.to_string();
-        let l2 = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                let Ok(server) = TcpStream::connect(&target) else {
-                    continue;
-                };
-                let (c2, s2) = (
-                    client.try_clone().expect("clone"),
-                    server.try_clone().expect("clone"),
-                );
-                let log = Arc::clone(&l2);
-                std::thread::spawn(move || pump_client(client, server, log));
-                std::thread::spawn(move || {
-                    let (mut s, mut c) = (s2, c2);
-                    let _ = std::io::copy(&mut s, &mut c);
-                    let _ = c.shutdown(std::net::Shutdown::Both);
-                });
-            }
-        });
-        Proxy { port, log }
-    }
-
     /// The URL of `db` through this proxy (TLS off, so the messages can be read).
     pub fn url(&self, db: &TestDb) -> String {
-        let target = host_port(&db.url);
-        let u = db
-            .url
-            .replacen(&target, &format!("127.0.0.1:{}", self.port), 1);
-        let sep = if u.contains('?') { '&' } else { '?' };
-        format!("{u}{sep}sslmode=disable")
-    }
-
-    /// Takes the messages seen so far.
-    pub fn take(&self) -> Vec<(char, String)> {
-        std::mem::take(&mut *self.log.lock().expect("log"))
+        let u = self.through(&db.url, &host_port(&db.url));
+        server::with_param(&u, "sslmode=disable")
     }
 }
 
@@ -206,49 +138,45 @@ pub fn round_trips(msgs: &[(char, String)]) -> usize {
     msgs.iter().filter(|(t, _)| *t == 'Q' || *t == 'S').count()
 }
 
-fn pump_client(mut client: TcpStream, mut server: TcpStream, log: Arc<Mutex<Vec<(char, String)>>>) {
-    let mut startup = true;
-    loop {
-        let mut head = [0u8; 5];
-        let kind;
-        let len;
-        if startup {
-            if client.read_exact(&mut head[..4]).is_err() {
-                break;
-            }
-            len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-            kind = '\0';
-        } else {
-            if client.read_exact(&mut head).is_err() {
-                break;
-            }
-            kind = head[0] as char;
-            len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        }
+/// The frontend protocol: an untyped startup message (after any SSLRequest or
+/// GSSENCRequest), then messages of a type byte and a length.
+pub struct Wire {
+    startup: bool,
+}
+
+impl Default for Wire {
+    fn default() -> Wire {
+        Wire { startup: true }
+    }
+}
+
+impl proxy::Protocol for Wire {
+    type Msg = (char, String);
+
+    fn read(&mut self, client: &mut BufReader<TcpStream>) -> Option<(Vec<u8>, Option<Self::Msg>)> {
+        let head_len = if self.startup { 4 } else { 5 };
+        let mut head = vec![0u8; head_len];
+        client.read_exact(&mut head).ok()?;
+        let len = u32::from_be_bytes(head[head_len - 4..].try_into().expect("4 bytes")) as usize;
         let mut body = vec![0u8; len.saturating_sub(4)];
-        if client.read_exact(&mut body).is_err() {
-            break;
-        }
-        if !startup {
-            // Logged before it is sent: once the reply can reach the client, `take` sees it.
+        client.read_exact(&mut body).ok()?;
+        let msg = if self.startup {
+            let code = body
+                .get(..4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            // SSLRequest / GSSENCRequest come before the real startup message.
+            self.startup = matches!(code, Some(80_877_103) | Some(80_877_104));
+            None
+        } else {
+            let kind = head[0] as char;
             let text = if kind == 'Q' {
                 String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
             } else {
                 String::new()
             };
-            log.lock().expect("log").push((kind, text));
-        }
-        let head_len = if startup { 4 } else { 5 };
-        if server.write_all(&head[..head_len]).is_err() || server.write_all(&body).is_err() {
-            break;
-        }
-        if startup {
-            let code = body
-                .get(..4)
-                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-            // SSLRequest / GSSENCRequest come before the real startup message.
-            startup = matches!(code, Some(80_877_103) | Some(80_877_104));
-        }
+            Some((kind, text))
+        };
+        head.extend_from_slice(&body);
+        Some((head, msg))
     }
-    let _ = server.shutdown(std::net::Shutdown::Both);
 }

@@ -6,10 +6,9 @@
 //! unreachable the tests print why and pass, except under `CI=true`, where they fail.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use super::{proxy, server};
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
 
 pub fn server_url() -> String {
     std::env::var("BATCHGUARD_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379/0".into())
@@ -17,14 +16,7 @@ pub fn server_url() -> String {
 
 /// `host:port` of the URL (default port 6379).
 pub fn host_port(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |x| x.1);
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    let hostport = authority.rsplit_once('@').map_or(authority, |x| x.1);
-    if hostport.contains(':') {
-        hostport.to_string()
-    } else {
-        format!("{hostport}:6379")
-    }
+    server::host_port(url, 6379)
 }
 
 fn connect() -> Result<redis::Connection, String> {
@@ -39,8 +31,6 @@ pub struct TestRedis {
     pub prefix: String,
 }
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
 /// A fresh prefix; `None` (with a printed reason) when the server is unreachable outside CI.
 pub fn fresh(tag: &str) -> Option<TestRedis> {
     match connect().and_then(|mut c| {
@@ -49,20 +39,9 @@ pub fn fresh(tag: &str) -> Option<TestRedis> {
             .map_err(|e| e.to_string())
     }) {
         Ok(_) => Some(TestRedis {
-            prefix: format!(
-                "bgtest-{}-{tag}-{}",
-                std::process::id(),
-                SEQ.fetch_add(1, Ordering::SeqCst)
-            ),
+            prefix: server::unique("bgtest", '-', tag),
         }),
-        Err(why) => {
-            let url = server_url();
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("Redis at {url} is unreachable under CI=true: {why}");
-            }
-            eprintln!("skipping: Redis at {url} is unreachable ({why}); set BATCHGUARD_TEST_REDIS");
-            None
-        }
+        Err(why) => server::unreachable("Redis", &server_url(), "BATCHGUARD_TEST_REDIS", &why),
     }
 }
 
@@ -93,8 +72,7 @@ impl TestRedis {
 
 /// `url` with `prefix=` added to its query.
 pub fn with_prefix(url: &str, prefix: &str) -> String {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}prefix={prefix}")
+    server::with_param(url, &format!("prefix={prefix}"))
 }
 
 impl Drop for TestRedis {
@@ -111,50 +89,36 @@ impl Drop for TestRedis {
     }
 }
 
-/// A TCP proxy in front of the server that records every command a client sends (its name,
-/// upper-cased). Commands sent together (a pipeline) are one round trip: the proxy counts
-/// those as one group.
-pub struct Proxy {
-    pub port: u16,
-    log: Arc<Mutex<Vec<Vec<String>>>>,
-}
+/// What the proxy logs of each round trip: the names (upper-cased) of the commands the
+/// client sent together (a pipeline is one round trip).
+pub type Proxy = proxy::Proxy<Wire>;
 
 impl Proxy {
-    pub fn start(target: &str) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let target = target.to_string();
-        let l2 = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                let Ok(server) = TcpStream::connect(&target) else {
-                    continue;
-                };
-                let (c2, s2) = (
-                    client.try_clone().expect("clone"),
-                    server.try_clone().expect("clone"),
-                );
-                let log = Arc::clone(&l2);
-                std::thread::spawn(move || pump_client(client, server, log));
-                std::thread::spawn(move || {
-                    let (mut s, mut c) = (s2, c2);
-                    let _ = std::io::copy(&mut s, &mut c);
-                    let _ = c.shutdown(std::net::Shutdown::Both);
-                });
-            }
-        });
-        Proxy { port, log }
-    }
-
     /// `url` through this proxy.
     pub fn url(&self, url: &str) -> String {
-        url.replacen(&host_port(url), &format!("127.0.0.1:{}", self.port), 1)
+        self.through(url, &host_port(url))
     }
+}
 
-    /// Takes the round trips seen so far: each the commands sent together.
-    pub fn take(&self) -> Vec<Vec<String>> {
-        std::mem::take(&mut *self.log.lock().expect("log"))
+/// RESP: commands as arrays of bulk strings.
+#[derive(Default)]
+pub struct Wire;
+
+impl proxy::Protocol for Wire {
+    type Msg = Vec<String>;
+
+    fn read(&mut self, client: &mut BufReader<TcpStream>) -> Option<(Vec<u8>, Option<Self::Msg>)> {
+        let (name, mut out) = read_command(client)?;
+        let mut group = vec![name];
+        // Whatever the client sent in the same write is part of the same round trip.
+        while !client.buffer().is_empty() {
+            let Some((name, raw)) = read_command(client) else {
+                break;
+            };
+            group.push(name);
+            out.extend_from_slice(&raw);
+        }
+        Some((out, Some(group)))
     }
 }
 
@@ -182,26 +146,4 @@ fn read_command(r: &mut BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
         raw.extend_from_slice(&buf);
     }
     Some((name, raw))
-}
-
-fn pump_client(client: TcpStream, mut server: TcpStream, log: Arc<Mutex<Vec<Vec<String>>>>) {
-    let mut r = BufReader::new(client);
-    while let Some((name, raw)) = read_command(&mut r) {
-        let mut group = vec![name];
-        let mut out = raw;
-        // Whatever the client sent in the same write is part of the same round trip.
-        while !r.buffer().is_empty() {
-            let Some((name, raw)) = read_command(&mut r) else {
-                break;
-            };
-            group.push(name);
-            out.extend_from_slice(&raw);
-        }
-        // Logged before it is sent: once the reply can reach the client, `take` sees it.
-        log.lock().expect("log").push(group);
-        if server.write_all(&out).is_err() {
-            break;
-        }
-    }
-    let _ = server.shutdown(std::net::Shutdown::Both);
 }
