@@ -1,0 +1,386 @@
+//! The `run` and `store` scenarios every store is held to (SPEC 7.2, 10), each written once
+//! and run on the stores it applies to by a `#[test]` in the store's own file
+//! (`run_store::tests!`): round trips counted by a proxy that reads the protocol, the
+//! refusal of an unmigrated database, an idempotent migrate, retries with new fences, a
+//! held lease naming its holder, fifty contenders on one slot, what `audit` reads back,
+//! the catch-up of runs that died, and the leases `watch` and `metrics` list.
+//!
+//! The test file declares `stores` and `held` (`tests/common/`) at its root.
+#![allow(dead_code)]
+
+use crate::held;
+use crate::stores::{Case, Ev, Kind, NO_RETRY, empty, err, ok};
+
+/// `#[test] fn NAME() { run_store::NAME(KIND) }` for each scenario named.
+macro_rules! tests {
+    ($kind:expr => $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                run_store::$name($kind)
+            }
+        )+
+    };
+}
+pub(crate) use tests;
+
+/// The acquire's one statement, as the store writes it.
+fn is_acquire(kind: Kind, q: &str) -> bool {
+    match kind {
+        Kind::Pg => q.contains("WITH slot AS"),
+        _ => {
+            q.contains("FROM batchguard_fence WHERE id = 1 FOR UPDATE")
+                || q.starts_with("SET @bg_used")
+        }
+    }
+}
+
+/// The finish's one statement (`end`, outputs, release).
+fn is_finish(kind: Kind, q: &str) -> bool {
+    match kind {
+        Kind::Pg => q.contains("WITH done AS"),
+        _ => q.starts_with("START TRANSACTION"),
+    }
+}
+
+/// A database store: two round trips for a run given its slot (each a simple query, never
+/// a prepared statement, which is two round trips more in a new process), three when the
+/// slot comes from the store's clock or leftovers of a dead run are looked up.
+pub fn a_successful_run_is_at_most_three_round_trips_and_the_acquire_is_one(kind: Kind) {
+    let Some(case) = Case::new(
+        kind,
+        "rt",
+        "60s",
+        NO_RETRY,
+        r#"["sh", "-c", "echo charge-1 >> \"$BATCHGUARD_OUTPUTS\""]"#,
+    ) else {
+        return;
+    };
+    let slot = kind.slot(0);
+    let proxy = case.db.proxy();
+    let url = proxy.url();
+
+    // With --scheduled-at: the acquire (with `start`) and the finish (`end`, outputs, release).
+    ok(&case.run_on(url, &["--scheduled-at", &slot]));
+    let t = proxy.take();
+    assert!(t.only_simple, "only simple queries: {}", t.all);
+    assert_eq!(t.round_trips, 2, "{:#?}", t.queries);
+    assert!(
+        is_acquire(kind, &t.queries[0]),
+        "acquire first: {:#?}",
+        t.queries
+    );
+    assert!(
+        is_finish(kind, &t.queries[1]),
+        "finish second: {:#?}",
+        t.queries
+    );
+
+    // A skip: the acquire, then the `skip` event.
+    ok(&case.run_on(url, &["--scheduled-at", &slot]));
+    let t = proxy.take();
+    assert_eq!(t.round_trips, 2, "{}", t.all);
+
+    // The slot from the store's clock: one more round trip for `now()`.
+    ok(&case.run_on(url, &[]));
+    let t = proxy.take();
+    assert_eq!(t.round_trips, 3, "{}", t.all);
+
+    // Leftovers of a run that died are looked up, and that answer carries the clock. (The
+    // current slot succeeded just now: forget it, so this run runs rather than skips.)
+    case.forget_slots();
+    std::fs::create_dir_all(case.path(".batchguard/runs/20260301T020000-1-dead")).unwrap();
+    ok(&case.run_on(url, &[]));
+    let t = proxy.take();
+    assert_eq!(t.round_trips, 3, "{}", t.all);
+
+    let ev = case.events();
+    let kinds: Vec<&str> = ev.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "start").count(),
+        3,
+        "{kinds:?}"
+    );
+    assert_eq!(kinds[2], "skip");
+    assert_eq!(case.output_keys().len(), 3);
+}
+
+pub fn an_unmigrated_database_is_refused_naming_store_migrate(kind: Kind) {
+    let Some(case) = Case::unmigrated(kind, "unmig", "60s", NO_RETRY, r#"["touch", "ran"]"#) else {
+        return;
+    };
+    let slot = kind.slot(0);
+    let o = case.run(&["--scheduled-at", &slot]);
+    assert_eq!(o.status.code(), Some(125));
+    let e = err(&o);
+    assert!(e.contains("batchguard store migrate --store"), "{e}");
+    assert!(e.contains(&format!("--scheduled-at {slot}")), "{e}");
+    assert!(!case.path("ran").exists(), "the command ran");
+    // migrate is idempotent, and then the run works.
+    ok(&case.migrate());
+    ok(&case.migrate());
+    ok(&case.run(&["--scheduled-at", &slot]));
+    assert!(case.path("ran").exists());
+}
+
+pub fn exit_75_is_retried_with_a_new_fence_and_a_succeeded_slot_never_reruns(kind: Kind) {
+    let Some(case) = Case::new(
+        kind,
+        "retry",
+        "60s",
+        "      max_attempts: 3\n      backoff: fixed\n      initial_delay: 0s\n",
+        r#"["sh", "-c", "if [ \"$BATCHGUARD_ATTEMPT\" = 1 ]; then exit 75; fi; echo ok >> \"$BATCHGUARD_OUTPUTS\""]"#,
+    ) else {
+        return;
+    };
+    let slot = kind.slot(0);
+    ok(&case.run(&["--scheduled-at", &slot]));
+    let o = case.run(&["--scheduled-at", &slot]);
+    ok(&o);
+    assert!(err(&o).contains("already succeeded (run "), "{}", err(&o));
+    let ev = case.events();
+    let starts: Vec<&Ev> = ev.iter().filter(|e| e.0 == "start").collect();
+    assert_eq!(starts.len(), 2, "{ev:#?}");
+    assert_eq!((starts[0].1, starts[1].1), (Some(1), Some(2)));
+    assert!(starts[0].2 < starts[1].2, "fences rise: {ev:#?}");
+    let ends: Vec<&Ev> = ev.iter().filter(|e| e.0 == "end").collect();
+    assert_eq!(ends[0].4.as_deref(), Some("EX_TEMPFAIL"));
+    assert_eq!(ends[1].3.as_deref(), Some("success"));
+    assert_eq!(ev.last().map(|e| e.0.as_str()), Some("skip"));
+
+    // `store status` names the slot; the audit reads what run wrote.
+    let st = case.bg(&["store", "status", "--store", &case.url()]);
+    ok(&st);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        text.contains(&format!("j  {slot}  succeeded  attempts 2")),
+        "{text}"
+    );
+    let to = kind.slot(1);
+    let mut args = vec!["audit", "--manifest", "m.batchguard.yaml"];
+    args.extend(["--from", &slot, "--to", &to, "--format", "json"]);
+    let ledger = case.ledger_args();
+    args.extend(ledger.iter().map(String::as_str));
+    let audit = case.bg(&args);
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).expect("audit json");
+    let codes: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(
+        !codes.contains(&"AU102") && !codes.contains(&"AU201"),
+        "{codes:?}"
+    );
+    assert!(!codes.contains(&"AU101"), "the slot ran: {codes:?}");
+}
+
+pub fn a_held_lease_is_skipped_naming_the_holder_and_an_expired_one_is_retaken(kind: Kind) {
+    let Some(case) = Case::new(
+        kind,
+        "held",
+        "60s",
+        "      max_attempts: 5\n",
+        r#"["true"]"#,
+    ) else {
+        return;
+    };
+    let slot = kind.slot(0);
+    // A holder that died mid-run: its lease is live for a minute of the store's time.
+    case.plant_ghost(&slot);
+    let o = case.run(&["--scheduled-at", &slot]);
+    ok(&o);
+    assert!(
+        err(&o).contains("held by ghost (run r-ghost, fence 1, lease ends in "),
+        "{}",
+        err(&o)
+    );
+    // `store status` lists the live lease.
+    let st = case.bg(&["store", "status", "--store", &case.url(), "--job", "j"]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        text.contains("held by ghost (run r-ghost, fence 1,"),
+        "{text}"
+    );
+    // Expired in the store's time: the next run takes attempt 2 with a higher fence (on
+    // PostgreSQL the refused acquire drew a number of the sequence too).
+    case.expire_leases();
+    ok(&case.run(&["--scheduled-at", &slot]));
+    let ev = case.events();
+    let start = ev.iter().find(|e| e.0 == "start").expect("start");
+    assert_eq!(start.1, Some(2), "{ev:#?}");
+    assert!(start.2 > Some(1), "{ev:#?}");
+    if kind != Kind::Pg {
+        assert_eq!(start.2, Some(2), "the next fence: {ev:#?}");
+    }
+    // Deleting every lease never makes a fence go back.
+    case.delete_leases();
+    ok(&case.run(&["--scheduled-at", &kind.slot(1)]));
+    let fences: Vec<i64> = case
+        .events()
+        .iter()
+        .filter_map(|e| (e.0 == "start").then_some(e.2).flatten())
+        .collect();
+    assert_eq!(fences.len(), 2, "{fences:?}");
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+}
+
+pub fn fifty_contenders_on_one_slot_give_one_start_and_forty_nine_skips(kind: Kind) {
+    let Some(case) = Case::new(kind, "fifty", "60s", NO_RETRY, r#"["sleep", "1"]"#) else {
+        return;
+    };
+    let slot = kind.slot(0);
+    let children: Vec<_> = (0..50)
+        .map(|i| {
+            case.cmd(&["--scheduled-at", &slot, "--instance", &format!("i{i}")])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let ev = case.events();
+    let n = |k: &str| ev.iter().filter(|e| e.0 == k).count();
+    assert_eq!((n("start"), n("skip"), n("end")), (1, 49, 1), "{ev:#?}");
+    assert!(
+        ev.iter().filter(|e| e.0 == "skip").all(|e| e
+            .5
+            .as_deref()
+            .is_some_and(|d| d.starts_with("held by i") || d.starts_with("already succeeded"))),
+        "{ev:#?}"
+    );
+}
+
+/// Forty runs that wrote `start` and died (no `end`, no live lease, their outputs on disk),
+/// caught up by twelve `store flush` at once: each output reaches the ledger once.
+pub fn outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once(kind: Kind) {
+    let Some(case) = Case::new(kind, "catchup", "60s", NO_RETRY, r#"["true"]"#) else {
+        return;
+    };
+    let slot = kind.slot(0);
+    for i in 0..40 {
+        case.plant_dead_run(
+            &format!("20260301T020000-1-dead{i}"),
+            &slot,
+            &format!("a{i}\nb{i}\n"),
+        );
+    }
+    let url = case.url();
+    let flushes: Vec<_> = (0..12)
+        .map(|_| {
+            case.command(&["store", "flush", "--store", &url])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for f in flushes {
+        let o = f.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+    }
+    let mut want: Vec<String> = (0..40)
+        .flat_map(|i| [format!("a{i}"), format!("b{i}")])
+        .collect();
+    want.sort();
+    assert_eq!(case.output_keys(), want, "each output once");
+    assert!(empty(&case.path(".batchguard/runs")), "every run caught up");
+}
+
+/// The minute two minutes ago, as `--scheduled-at` (inside `watch --since 3h`).
+pub fn recent_slot() -> String {
+    let now = jiff::Timestamp::now().as_second();
+    jiff::Timestamp::from_second(now - now.rem_euclid(60) - 120)
+        .unwrap()
+        .to_string()
+}
+
+/// A run holding its lease of `slot` (returned, to release), and what `watch` and `metrics`
+/// show of it meanwhile: the lease and its run, running. The run's id is returned too.
+pub fn a_held_lease_is_listed(case: &Case, slot: &str) -> (held::Paused, String) {
+    let url = case.url();
+    let dir = case.dir.path();
+    let ledger = case.ledger_apart_file();
+    let paused = held::paused_run(dir, "j", slot, &url, ledger);
+    let run_id = case.run_ids("start").pop().expect("the run's start");
+    let v = held::watch(dir, &url, ledger);
+    assert_eq!(held::lease_runs(&v), std::slice::from_ref(&run_id));
+    let l = &v["leases"][0];
+    assert_eq!(l["job"], "j");
+    assert_eq!(l["fence"], 1);
+    assert_eq!(l["expired"], false);
+    assert!(l["holder"].as_str().unwrap().contains("host-a"), "{l}");
+    let left = l["secs_left"].as_i64().unwrap();
+    assert!(left > 0 && left <= 600, "{l}");
+    // What runs now is the lease's run, with the lease's time left.
+    let running = held::running(&v, "j");
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0]["run_id"], run_id.as_str());
+    assert!(running[0]["lease_secs_left"].as_i64().unwrap() > 0);
+    assert!(
+        !held::watch_text(dir, &url, ledger).contains("does not list its leases"),
+        "the store lists its leases"
+    );
+    let prom = held::metrics(dir, &url, ledger);
+    assert!(
+        prom.contains("batchguard_live_leases{job_name=\"j\"} 1"),
+        "{prom}"
+    );
+    (paused, run_id)
+}
+
+/// A database store: beside a held lease, a holder that died (still `held`, past its
+/// `lease_until`) is listed as expired, and a released lease is not listed.
+pub fn watch_and_metrics_list_the_leases_held_and_not_the_released_ones(kind: Kind) {
+    let Some(case) = Case::new(kind, "leases", "10m", NO_RETRY, r#"["true"]"#) else {
+        return;
+    };
+    let (url, dir) = (case.url(), case.dir.path());
+    let slot = recent_slot();
+    let (paused, run_id) = a_held_lease_is_listed(&case, &slot);
+    let v = held::watch(dir, &url, None);
+    let l = &v["leases"][0];
+    let (acquired, until): (jiff::Timestamp, jiff::Timestamp) = (
+        l["acquired_at"].as_str().unwrap().parse().unwrap(),
+        l["lease_until"].as_str().unwrap().parse().unwrap(),
+    );
+    assert_eq!(until.duration_since(acquired).as_secs(), 600);
+
+    case.insert_lease("j:dead", &slot, ("ghost", "r-dead", 7), (-120, -60), "held");
+    case.insert_lease(
+        "j:done",
+        &slot,
+        ("ghost", "r-done", 8),
+        (-120, 60),
+        "released",
+    );
+    let v = held::watch(dir, &url, None);
+    let mut runs = held::lease_runs(&v);
+    runs.sort();
+    let mut want = vec![run_id.clone(), "r-dead".to_owned()];
+    want.sort();
+    assert_eq!(runs, want);
+    let dead = v["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["run_id"] == "r-dead")
+        .unwrap();
+    assert_eq!(dead["expired"], true);
+
+    // Released by its run's end: only the dead holder's lease is left.
+    ok(&paused.release());
+    let v = held::watch(dir, &url, None);
+    assert_eq!(held::lease_runs(&v), ["r-dead"]);
+    assert!(held::running(&v, "j").is_empty(), "{v}");
+    let prom = held::metrics(dir, &url, None);
+    assert!(
+        prom.contains("batchguard_live_leases{job_name=\"j\"} 0")
+            && prom.contains("batchguard_expired_leases{job_name=\"j\"} 1"),
+        "{prom}"
+    );
+}
