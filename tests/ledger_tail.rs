@@ -9,8 +9,7 @@ mod live;
 use batchguard::{LedgerReadOptions, LedgerSource};
 use batchguard::{OutputRef, RowError};
 use batchguard::{Polled, Tail, TailEvent, TailSink};
-use live::Case;
-use sqlx::Connection;
+use live::{Case, Kind};
 
 #[derive(Default)]
 struct Seen {
@@ -36,13 +35,13 @@ impl TailSink for Seen {
 }
 
 fn skip_row(run: &str) -> String {
-    skip_row_quoted(run, '"')
+    skip_row_quoted(run, "\"trigger\"")
 }
 
-/// [`skip_row`] with `trigger` (a reserved word) quoted by `q`: `"` or MySQL's backquote.
-fn skip_row_quoted(run: &str, q: char) -> String {
+/// [`skip_row`] with `trigger` (a reserved word) quoted as the database wants it.
+fn skip_row_quoted(run: &str, trigger: &str) -> String {
     format!(
-        "INSERT INTO batchguard_events (run_id, job, scheduled_at, event, at, instance, {q}trigger{q}, detail) \
+        "INSERT INTO batchguard_events (run_id, job, scheduled_at, event, at, instance, {trigger}, detail) \
          VALUES ('{run}', 'j', '2026-03-01T02:00:00Z', 'skip', '2026-03-01T02:00:01Z', 'host-b', 'schedule', \
          'held by host-a (run r0, fence 1, lease ends in 9 s)')"
     )
@@ -186,76 +185,35 @@ fn jsonl_lines_are_read_once_complete() {
 
 #[test]
 fn postgres_rows_committed_late_are_read_on_a_later_poll() {
-    let Some(db) = live::pgdb::fresh("tail") else {
-        return;
-    };
-    let o = std::process::Command::new(live::bin())
-        .args(["store", "migrate", "--store", &db.url])
-        .output()
-        .unwrap();
-    live::ok(&o);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut slow = rt.block_on(sqlx::PgConnection::connect(&db.url)).unwrap();
     late_commits(
-        &db.url,
-        &|sql| db.exec(sql),
-        '"',
-        &mut |sql| {
-            rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut slow))
-                .map(|_| ())
-                .unwrap()
-        },
-        "BEGIN",
+        Kind::Pg,
         "CREATE TABLE plain_events (run_id text, job text, scheduled_at timestamptz, event text, at timestamptz)",
     );
 }
 
 #[test]
 fn mysql_rows_committed_late_are_read_on_a_later_poll() {
-    let Some(db) = live::mysqldb::fresh("tail") else {
-        return;
-    };
-    let o = std::process::Command::new(live::bin())
-        .args(["store", "migrate", "--store", &db.url])
-        .output()
-        .unwrap();
-    live::ok(&o);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut slow = rt
-        .block_on(sqlx::MySqlConnection::connect(&db.url))
-        .unwrap();
     late_commits(
-        &db.url,
-        &|sql| db.exec(sql),
-        '`',
-        &mut |sql| {
-            rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut slow))
-                .map(|_| ())
-                .unwrap()
-        },
-        "START TRANSACTION",
+        Kind::MySql,
         "CREATE TABLE plain_events (run_id TEXT, job TEXT, scheduled_at TIMESTAMP NULL, event TEXT, at TIMESTAMP NULL)",
     );
 }
 
-/// The database at `url` (migrated), written by `exec` and, for a transaction left open
-/// while others commit, by `slow` (`begin` starts it): rows appended between polls are
-/// read once each, a row committed late is read on the poll after its commit, and a table
-/// without `id` (`plain`, a team's own) is refused with what to do.
-fn late_commits(
-    url: &str,
-    exec: &dyn Fn(&str),
-    q: char,
-    slow: &mut dyn FnMut(&str),
-    begin: &str,
-    plain: &str,
-) {
+/// A fresh database of `kind` (migrated), written by `exec` and, for a transaction left
+/// open while others commit, by `slow`: rows appended between polls are read once each, a
+/// row committed late is read on the poll after its commit, and a table without `id`
+/// (`plain`, a team's own) is refused with what to do.
+fn late_commits(kind: Kind, plain: &str) {
+    let Some(c) = Case::on(kind, "version: 1\njobs: []\n", "tail") else {
+        return;
+    };
+    let live::Db::Server(db) = &c.db else {
+        unreachable!()
+    };
+    let mut slow = db.session();
+    let url = &c.url();
+    let exec = |sql: &str| c.exec(sql);
+    let q = kind.trigger_column();
     let src = LedgerSource::parse(url).unwrap();
     let mut t = Tail::open(&src, None, LedgerReadOptions::default()).expect("open");
     assert!(t.has_outputs(), "the store has its outputs table");
@@ -284,7 +242,7 @@ fn late_commits(
     assert_eq!((p.events, p.outputs), (2, 1));
 
     // This row takes the next id, but commits after the one below.
-    slow(&format!("{begin}; {}", skip_row_quoted("r-late", q)));
+    slow.exec(&format!("BEGIN; {}", skip_row_quoted("r-late", q)));
     exec(&skip_row_quoted("r-early", q));
     let (s, _) = poll(&mut t);
     assert_eq!(
@@ -292,7 +250,7 @@ fn late_commits(
         ["r-early"],
         "the open transaction's row is not visible yet"
     );
-    slow("COMMIT");
+    slow.exec("COMMIT");
     let (s, _) = poll(&mut t);
     assert_eq!(
         s.runs,

@@ -207,7 +207,7 @@ fn since_ends_at_the_database_clock_for_postgres() {
     };
     // The database's clock, set apart from the host's: a `now()` earlier in the search
     // path than pg_catalog's, for every new connection to this database.
-    let live::Db::Pg(db) = &c.db else {
+    let live::Db::Server(live::stores::Db::Pg(db)) = &c.db else {
         unreachable!()
     };
     c.exec(

@@ -174,10 +174,7 @@ fn mysql_sources_that_cannot_be_followed_are_refused_with_the_reason() {
     let Some(c) = Case::mysql(&manifest(&[("j", "0 * * * *", "1m", "10m", "")]), "refuse") else {
         return;
     };
-    let live::Db::My(db) = &c.db else {
-        unreachable!()
-    };
-    db.exec(
+    c.exec(
         "CREATE TABLE plain_events (run_id TEXT, job TEXT, scheduled_at TEXT, event TEXT, at TEXT)",
     );
     let plain = format!("{}?events_table=plain_events", c.url());
@@ -210,7 +207,7 @@ fn mysql_sources_that_cannot_be_followed_are_refused_with_the_reason() {
         assert!(!err.contains("s3cret-pw"), "{err}");
     }
     // The team's table with the numbering is followed.
-    db.exec(
+    c.exec(
         "ALTER TABLE plain_events ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE; \
          INSERT INTO plain_events (run_id, job, scheduled_at, event, at) VALUES \
          ('r1', 'j', '2026-03-01T02:00:00Z', 'start', '2026-03-01T02:00:01Z')",

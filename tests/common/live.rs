@@ -8,7 +8,7 @@
 #[path = "stores.rs"]
 pub mod stores;
 
-pub use stores::{mysqldb, pgdb};
+pub use stores::Kind;
 
 use jiff::{SignedDuration, Timestamp};
 use std::path::{Path, PathBuf};
@@ -46,8 +46,8 @@ pub fn minute_of_hour(t: Timestamp) -> i64 {
 
 pub enum Db {
     Sqlite(PathBuf),
-    Pg(pgdb::TestDb),
-    My(mysqldb::TestDb),
+    /// A fresh database on a real server.
+    Server(stores::Db),
 }
 
 /// A manifest and a store, in a folder of their own.
@@ -91,52 +91,50 @@ pub fn ok(o: &Output) {
 }
 
 impl Case {
-    /// A SQLite store made by `store migrate`, beside the manifest.
-    pub fn sqlite(manifest: &str) -> Case {
+    fn migrated(manifest: &str, db: impl FnOnce(&Path) -> Db) -> Case {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("m.batchguard.yaml"), manifest).expect("manifest");
-        let path = dir.path().join("store.db");
         let c = Case {
-            db: Db::Sqlite(path),
+            db: db(dir.path()),
             dir,
         };
         ok(&c.bg(&["store", "migrate", "--store", &c.url()]));
         c
     }
 
-    /// A fresh PostgreSQL database, migrated; `None` when the server is unreachable
-    /// outside CI (the test then says it skipped).
-    pub fn pg(manifest: &str, tag: &str) -> Option<Case> {
-        let db = pgdb::fresh(tag)?;
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("m.batchguard.yaml"), manifest).expect("manifest");
-        let c = Case {
-            db: Db::Pg(db),
-            dir,
-        };
-        ok(&c.bg(&["store", "migrate", "--store", &c.url()]));
-        Some(c)
+    /// A SQLite store made by `store migrate`, beside the manifest.
+    pub fn sqlite(manifest: &str) -> Case {
+        Case::migrated(manifest, |dir| Db::Sqlite(dir.join("store.db")))
     }
 
-    /// A fresh MySQL / MariaDB database, migrated; `None` when the server is unreachable
-    /// outside CI.
+    /// A fresh database of `kind`, migrated; `None` when the server is unreachable outside
+    /// CI (the test then says it skipped).
+    pub fn on(kind: Kind, manifest: &str, tag: &str) -> Option<Case> {
+        let db = kind.fresh(tag)?;
+        Some(Case::migrated(manifest, |_| Db::Server(db)))
+    }
+
+    /// [`Case::on`] PostgreSQL.
+    pub fn pg(manifest: &str, tag: &str) -> Option<Case> {
+        Case::on(Kind::Pg, manifest, tag)
+    }
+
+    /// [`Case::on`] MySQL / MariaDB.
     pub fn mysql(manifest: &str, tag: &str) -> Option<Case> {
-        let db = mysqldb::fresh(tag)?;
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("m.batchguard.yaml"), manifest).expect("manifest");
-        let c = Case {
-            db: Db::My(db),
-            dir,
-        };
-        ok(&c.bg(&["store", "migrate", "--store", &c.url()]));
-        Some(c)
+        Case::on(Kind::MySql, manifest, tag)
     }
 
     pub fn url(&self) -> String {
         match &self.db {
             Db::Sqlite(p) => format!("sqlite:{}", p.display()),
-            Db::Pg(d) => d.url.clone(),
-            Db::My(d) => d.url.clone(),
+            Db::Server(d) => d.url(),
+        }
+    }
+
+    fn kind(&self) -> Option<Kind> {
+        match &self.db {
+            Db::Sqlite(_) => None,
+            Db::Server(d) => Some(d.kind()),
         }
     }
 
@@ -161,17 +159,12 @@ impl Case {
     pub fn exec(&self, sql: &str) {
         match &self.db {
             Db::Sqlite(p) => sqlite_exec(p, sql),
-            Db::Pg(d) => d.exec(sql),
-            Db::My(d) => d.exec(sql),
+            Db::Server(d) => d.exec(sql),
         }
     }
 
     pub fn event(&self, e: &Ev) {
-        // `trigger` is a reserved word: MySQL quotes it with backquotes.
-        let trigger = match self.db {
-            Db::My(_) => "`trigger`",
-            _ => "\"trigger\"",
-        };
+        let trigger = self.kind().unwrap_or(Kind::Pg).trigger_column();
         self.exec(&format!(
             "INSERT INTO batchguard_events (run_id, job, scheduled_at, event, at, instance, attempt, \
              status, error_code, {trigger}, fence, detail) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, 'schedule', {}, {})",
@@ -233,44 +226,23 @@ impl Case {
     ) {
         let state = if held { "held" } else { "released" };
         let key = format!("{job}:{}", ts(slot));
-        match &self.db {
-            Db::My(d) => d.exec(&format!(
-                "INSERT INTO batchguard_leases (`key`, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state) \
-                 VALUES ({}, {}, {}, {}, {}, 1, {}, {}, '{state}')",
-                q(&key),
-                q(job),
-                q(&ts(slot)),
-                q(holder),
-                q(run_id),
-                acquired.as_microsecond(),
-                until.as_microsecond()
-            )),
-            Db::Sqlite(p) => sqlite_exec(
-                p,
-                &format!(
-                    "INSERT INTO batchguard_leases (key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state) \
-                     VALUES ({}, {}, {}, {}, {}, 1, {}, {}, '{state}')",
-                    q(&key),
-                    q(job),
-                    q(&ts(slot)),
-                    q(holder),
-                    q(run_id),
-                    acquired.as_microsecond(),
-                    until.as_microsecond()
-                ),
-            ),
-            Db::Pg(d) => d.exec(&format!(
-                "INSERT INTO batchguard_leases (key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state) \
-                 VALUES ({}, {}, {}, {}, {}, 1, {}, {}, '{state}')",
-                q(&key),
-                q(job),
-                q(&ts(slot)),
-                q(holder),
-                q(run_id),
-                q(&ts(acquired)),
-                q(&ts(until))
-            )),
-        }
+        // PostgreSQL keeps lease times as timestamptz, the others as microseconds.
+        let (kind, time): (_, fn(Timestamp) -> String) = match self.kind() {
+            Some(Kind::Pg) => (Kind::Pg, |t| q(&ts(t))),
+            k => (k.unwrap_or(Kind::Pg), |t| t.as_microsecond().to_string()),
+        };
+        let key_column = if kind == Kind::MySql { "`key`" } else { "key" };
+        self.exec(&format!(
+            "INSERT INTO batchguard_leases ({key_column}, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state) \
+             VALUES ({}, {}, {}, {}, {}, 1, {}, {}, '{state}')",
+            q(&key),
+            q(job),
+            q(&ts(slot)),
+            q(holder),
+            q(run_id),
+            time(acquired),
+            time(until)
+        ));
     }
 
     /// `batchguard watch --once --format json` over the store, parsed.

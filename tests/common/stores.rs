@@ -129,6 +129,15 @@ impl Db {
         }
     }
 
+    /// A connection kept open, for a transaction left open while others commit.
+    pub fn session(&self) -> Session {
+        match self {
+            Db::Pg(d) => Session::Pg(d.session()),
+            Db::My(d) => Session::My(d.session()),
+            Db::Redis(_) => panic!("Redis runs no SQL"),
+        }
+    }
+
     /// The Redis prefix of its own.
     pub fn redis(&self) -> &redisdb::TestRedis {
         match self {
@@ -151,6 +160,21 @@ impl Db {
                 Counter::My(p, url)
             }
             Db::Redis(_) => panic!("Redis counts its round trips as pipelines"),
+        }
+    }
+}
+
+/// One connection to a database.
+pub enum Session {
+    Pg(pgdb::Session),
+    My(mysqldb::Session),
+}
+
+impl Session {
+    pub fn exec(&mut self, sql: &str) {
+        match self {
+            Session::Pg(s) => s.exec(sql),
+            Session::My(s) => s.exec(sql),
         }
     }
 }
