@@ -20,7 +20,7 @@ use common::{bg, sqlite_rows};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
-use stores::{mysqldb, pgdb};
+use stores::{Db, Kind};
 
 fn ts(s: &str) -> jiff::Timestamp {
     s.parse().expect("test timestamp")
@@ -166,58 +166,62 @@ fn a_database_without_the_table_holds_no_drill_records() {
     assert!(e.contains("nope.jsonl"), "{e}");
 }
 
+/// `check` on a fresh database of `kind`; nothing when the server is unreachable outside CI.
+fn on(kind: Kind, tag: &str, check: impl FnOnce(&Db)) {
+    if let Some(db) = kind.fresh(tag) {
+        check(&db);
+    }
+}
+
+/// A fresh database has no drill table; the first drill creates it (`check` looks at its
+/// columns on `db`), and four first drills at once into another fresh one all land.
+fn round_trip_creates_the_table(kind: Kind, check: impl FnOnce(&Db)) {
+    on(kind, "drills_rt", |db| {
+        let before = read(&db.url());
+        assert!(!before.table_present, "a fresh database has no drill table");
+        round_trip(&db.url());
+        check(db);
+        on(kind, "drills_race", |db2| {
+            concurrent_first_drills(&db2.url())
+        });
+    });
+}
+
 #[test]
 fn postgres_round_trip_creates_the_table_once_under_concurrent_first_drills() {
-    let Some(db) = pgdb::fresh("drills_rt") else {
-        return;
-    };
-    let before = read(&db.url);
-    assert!(!before.table_present, "a fresh database has no drill table");
-    round_trip(&db.url);
-    let types = db.rows(
-        "SELECT column_name::text, data_type::text FROM information_schema.columns \
-         WHERE table_name = 'batchguard_drills' ORDER BY ordinal_position",
-    );
-    let types: Vec<(String, String)> = types
-        .into_iter()
-        .map(|r| {
-            (
-                r[0].clone().unwrap_or_default(),
-                r[1].clone().unwrap_or_default(),
-            )
-        })
-        .collect();
-    assert_eq!(types[2], ("at".into(), "timestamp with time zone".into()));
-    assert_eq!(types[3], ("passed".into(), "boolean".into()));
-
-    let Some(db2) = pgdb::fresh("drills_race") else {
-        return;
-    };
-    concurrent_first_drills(&db2.url);
+    round_trip_creates_the_table(Kind::Pg, |db| {
+        let types = db.rows(
+            "SELECT column_name::text, data_type::text FROM information_schema.columns \
+             WHERE table_name = 'batchguard_drills' ORDER BY ordinal_position",
+        );
+        let types: Vec<(String, String)> = types
+            .into_iter()
+            .map(|r| {
+                (
+                    r[0].clone().unwrap_or_default(),
+                    r[1].clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(types[2], ("at".into(), "timestamp with time zone".into()));
+        assert_eq!(types[3], ("passed".into(), "boolean".into()));
+    });
 }
 
 #[test]
 fn mysql_round_trip_creates_the_table_once_under_concurrent_first_drills() {
-    let Some(db) = mysqldb::fresh("drills_rt") else {
-        return;
-    };
-    let before = read(&db.url);
-    assert!(!before.table_present, "a fresh database has no drill table");
-    round_trip(&db.url);
-    // RFC 3339 text with six fractional digits, as the MySQL ledger keeps times.
-    let rows = db.rows("SELECT at, CAST(passed AS CHAR) FROM batchguard_drills");
-    assert_eq!(rows[1][0].as_deref(), Some("2026-03-10T09:30:00.123456Z"));
-    assert_eq!(rows[1][1].as_deref(), Some("0"));
-    // A drill's write is one round trip after connecting, as every MySQL store operation.
-    let proxy = mysqldb::Proxy::start(&mysqldb::host_port(&db.url));
-    append_drill(&proxy.url(&db), &three()[0]).unwrap_or_else(|e| panic!("{e}"));
-    let cmds = proxy.take();
-    assert_eq!(mysqldb::round_trips(&cmds), 1, "{cmds:?}");
-    assert_eq!(read(&db.url).rows_read, 4);
-    let Some(db2) = mysqldb::fresh("drills_race") else {
-        return;
-    };
-    concurrent_first_drills(&db2.url);
+    round_trip_creates_the_table(Kind::MySql, |db| {
+        // RFC 3339 text with six fractional digits, as the MySQL ledger keeps times.
+        let rows = db.rows("SELECT at, CAST(passed AS CHAR) FROM batchguard_drills");
+        assert_eq!(rows[1][0].as_deref(), Some("2026-03-10T09:30:00.123456Z"));
+        assert_eq!(rows[1][1].as_deref(), Some("0"));
+        // A drill's write is one round trip after connecting, as every MySQL store operation.
+        let proxy = db.proxy();
+        append_drill(proxy.url(), &three()[0]).unwrap_or_else(|e| panic!("{e}"));
+        let t = proxy.take();
+        assert_eq!(t.round_trips, 1, "{}", t.all);
+        assert_eq!(read(&db.url()).rows_read, 4);
+    });
 }
 
 /// Four first drills at once into a fresh database: one creates the table, all four rows
@@ -255,18 +259,16 @@ fn migrate_creates_the_drill_table(url: &str) {
 
 #[test]
 fn postgres_store_migrate_creates_the_drill_table() {
-    let Some(db) = pgdb::fresh("drills_migrate") else {
-        return;
-    };
-    migrate_creates_the_drill_table(&db.url);
+    on(Kind::Pg, "drills_migrate", |db| {
+        migrate_creates_the_drill_table(&db.url())
+    });
 }
 
 #[test]
 fn mysql_store_migrate_creates_the_drill_table() {
-    let Some(db) = mysqldb::fresh("drills_migrate") else {
-        return;
-    };
-    migrate_creates_the_drill_table(&db.url);
+    on(Kind::MySql, "drills_migrate", |db| {
+        migrate_creates_the_drill_table(&db.url())
+    });
 }
 
 #[test]
@@ -476,36 +478,34 @@ fn hostile_drill_rows(url: &str, exec: impl Fn(&str), created: &str, slot: &str)
 
 #[test]
 fn hostile_drill_rows_in_postgres_are_counted_and_located() {
-    let Some(db) = pgdb::fresh("drills_bad") else {
-        return;
-    };
-    hostile_drill_rows(
-        &db.url,
-        |sql| db.exec(sql),
-        "CREATE TABLE batchguard_drills (job text, scheduled_at timestamptz, at text, passed text, scenarios text, report_digest text)",
-        "'2026-03-01T00:00:00Z'",
-    );
+    on(Kind::Pg, "drills_bad", |db| {
+        hostile_drill_rows(
+            &db.url(),
+            |sql| db.exec(sql),
+            "CREATE TABLE batchguard_drills (job text, scheduled_at timestamptz, at text, passed text, scenarios text, report_digest text)",
+            "'2026-03-01T00:00:00Z'",
+        )
+    });
 }
 
 #[test]
 fn hostile_drill_rows_in_mysql_are_counted_and_located() {
-    let Some(db) = mysqldb::fresh("drills_bad") else {
-        return;
-    };
-    // A TIMESTAMP column is read as the instant it is (the session is in UTC).
-    hostile_drill_rows(
-        &db.url,
-        |sql| db.exec(&format!("SET time_zone = '+00:00'; {sql}")),
-        "CREATE TABLE batchguard_drills (job TEXT, scheduled_at TIMESTAMP NULL, at TEXT, passed TEXT, scenarios TEXT, report_digest TEXT)",
-        "'2026-03-01 00:00:00'",
-    );
-    // A table that lacks a required column cannot be read: the columns are named.
-    db.exec("DROP TABLE batchguard_drills; CREATE TABLE batchguard_drills (job TEXT, at TEXT)");
-    let e = batchguard::read_drills(&db.url, &LedgerReadOptions::default()).unwrap_err();
-    assert!(
-        e.contains("`scheduled_at`, `passed`, `scenarios`, `report_digest`"),
-        "{e}"
-    );
+    on(Kind::MySql, "drills_bad", |db| {
+        // A TIMESTAMP column is read as the instant it is (the session is in UTC).
+        hostile_drill_rows(
+            &db.url(),
+            |sql| db.exec(&format!("SET time_zone = '+00:00'; {sql}")),
+            "CREATE TABLE batchguard_drills (job TEXT, scheduled_at TIMESTAMP NULL, at TEXT, passed TEXT, scenarios TEXT, report_digest TEXT)",
+            "'2026-03-01 00:00:00'",
+        );
+        // A table that lacks a required column cannot be read: the columns are named.
+        db.exec("DROP TABLE batchguard_drills; CREATE TABLE batchguard_drills (job TEXT, at TEXT)");
+        let e = batchguard::read_drills(&db.url(), &LedgerReadOptions::default()).unwrap_err();
+        assert!(
+            e.contains("`scheduled_at`, `passed`, `scenarios`, `report_digest`"),
+            "{e}"
+        );
+    });
 }
 
 // ---------------------------------------------------------------- audit
@@ -985,22 +985,21 @@ fn drills_in_a_ledger_database(url: &str, ddl: impl Fn()) {
 
 #[test]
 fn drill_records_are_read_from_a_postgres_ledger_database() {
-    let Some(db) = pgdb::fresh("drills_audit") else {
-        return;
-    };
-    drills_in_a_ledger_database(&db.url, || {
-        db.exec(&std::fs::read_to_string("schemas/ledger.postgres.sql").expect("ddl"))
+    on(Kind::Pg, "drills_audit", |db| {
+        drills_in_a_ledger_database(&db.url(), || db.exec(&ddl("postgres")))
     });
 }
 
 #[test]
 fn drill_records_are_read_from_a_mysql_ledger_database() {
-    let Some(db) = mysqldb::fresh("drills_audit") else {
-        return;
-    };
-    drills_in_a_ledger_database(&db.url, || {
-        db.exec(&std::fs::read_to_string("schemas/ledger.mysql.sql").expect("ddl"))
+    on(Kind::MySql, "drills_audit", |db| {
+        drills_in_a_ledger_database(&db.url(), || db.exec(&ddl("mysql")))
     });
+}
+
+/// The ledger tables of `schemas/ledger.STORE.sql`.
+fn ddl(store: &str) -> String {
+    std::fs::read_to_string(format!("schemas/ledger.{store}.sql")).expect("ddl")
 }
 
 // ---------------------------------------------------------------- helpers
@@ -1028,10 +1027,7 @@ fn sqlite_exec(path: &Path, sql: &str) {
 
 /// A SQLite ledger with the ledger tables only, as a job runner that is not `run` makes it.
 fn ledger_only_sqlite(path: &Path) {
-    sqlite_exec(
-        path,
-        &std::fs::read_to_string("schemas/ledger.sqlite.sql").expect("ddl"),
-    );
+    sqlite_exec(path, &ddl("sqlite"));
 }
 
 // ---------------------------------------------------------------- what users see
