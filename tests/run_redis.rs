@@ -21,12 +21,7 @@ fn slot(i: i64) -> String {
     Kind::Redis.slot(i)
 }
 
-run_store::tests!(Kind::Redis =>
-    exit_75_is_retried_with_a_new_fence_and_a_succeeded_slot_never_reruns,
-    a_held_lease_is_skipped_naming_the_holder_and_an_expired_one_is_retaken,
-    fifty_contenders_on_one_slot_give_one_start_and_forty_nine_skips,
-    outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once,
-);
+run_store::every_store!(Kind::Redis);
 
 /// A case on a fresh prefix; `None` when the server is unreachable outside CI.
 fn case(tag: &str, command: &str) -> Option<Case> {

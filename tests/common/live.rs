@@ -8,15 +8,11 @@
 #[path = "stores.rs"]
 pub mod stores;
 
-pub use stores::Kind;
+pub use stores::{Kind, bin, ok};
 
 use jiff::{SignedDuration, Timestamp};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_batchguard"))
-}
 
 /// The host's clock now.
 pub fn now() -> Timestamp {
@@ -78,16 +74,6 @@ fn q(s: &str) -> String {
 
 fn qo(s: &Option<String>) -> String {
     s.as_deref().map_or_else(|| "NULL".to_owned(), q)
-}
-
-pub fn ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 impl Case {

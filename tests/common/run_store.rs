@@ -9,9 +9,10 @@
 #![allow(dead_code)]
 
 use crate::held;
-use crate::stores::{Case, Ev, Kind, NO_RETRY, empty, err, ok};
+use crate::stores::{Case, Ev, Kind, NO_RETRY, audit_codes, empty, err, ok};
 
 /// `#[test] fn NAME() { run_store::NAME(KIND) }` for each scenario named.
+#[allow(unused_macros)] // not every store runs every list
 macro_rules! tests {
     ($kind:expr => $($name:ident),+ $(,)?) => {
         $(
@@ -22,7 +23,37 @@ macro_rules! tests {
         )+
     };
 }
+#[allow(unused_imports)]
 pub(crate) use tests;
+
+/// The scenarios of every store.
+#[allow(unused_macros)] // not every store runs every list
+macro_rules! every_store {
+    ($kind:expr) => {
+        run_store::tests!($kind =>
+            exit_75_is_retried_with_a_new_fence_and_a_succeeded_slot_never_reruns,
+            a_held_lease_is_skipped_naming_the_holder_and_an_expired_one_is_retaken,
+            fifty_contenders_on_one_slot_give_one_start_and_forty_nine_skips,
+            outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once,
+        );
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use every_store;
+
+/// The scenarios of a store that is a database (PostgreSQL, MySQL / MariaDB).
+#[allow(unused_macros)] // not every store runs every list
+macro_rules! databases {
+    ($kind:expr) => {
+        run_store::tests!($kind =>
+            a_successful_run_is_at_most_three_round_trips_and_the_acquire_is_one,
+            an_unmigrated_database_is_refused_naming_store_migrate,
+            watch_and_metrics_list_the_leases_held_and_not_the_released_ones,
+        );
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use databases;
 
 /// The acquire's one statement, as the store writes it.
 fn is_acquire(kind: Kind, q: &str) -> bool {
@@ -161,19 +192,10 @@ pub fn exit_75_is_retried_with_a_new_fence_and_a_succeeded_slot_never_reruns(kin
     args.extend(["--from", &slot, "--to", &to, "--format", "json"]);
     let ledger = case.ledger_args();
     args.extend(ledger.iter().map(String::as_str));
-    let audit = case.bg(&args);
-    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).expect("audit json");
-    let codes: Vec<&str> = v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|f| f["code"].as_str())
-        .collect();
-    assert!(
-        !codes.contains(&"AU102") && !codes.contains(&"AU201"),
-        "{codes:?}"
-    );
-    assert!(!codes.contains(&"AU101"), "the slot ran: {codes:?}");
+    let codes = audit_codes(&case.bg(&args));
+    let has = |c: &str| codes.iter().any(|x| x == c);
+    assert!(!has("AU102") && !has("AU201"), "{codes:?}");
+    assert!(!has("AU101"), "the slot ran: {codes:?}");
 }
 
 pub fn a_held_lease_is_skipped_naming_the_holder_and_an_expired_one_is_retaken(kind: Kind) {

@@ -615,6 +615,17 @@ pub fn ok(o: &Output) {
     );
 }
 
+/// The finding codes of an `audit --format json`.
+pub fn audit_codes(audit: &Output) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).expect("audit json");
+    v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["code"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// What a command said on stderr.
 pub fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
