@@ -388,6 +388,39 @@ fn malformed_outputs_are_counted_in_detail() {
     );
 }
 
+/// The outputs are written in one statement (a JSON array): every key comes back as the
+/// job wrote it, in its order, whatever JSON or SQL would make of it.
+#[test]
+fn outputs_keep_their_bytes_and_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut keys: Vec<String> = [
+        r#"quote"in"#,
+        r"back\slash",
+        "tab\there",
+        "ünïcödé-💳",
+        "'; DROP TABLE batchguard_outputs; --",
+        "[1, 2]",
+        "null",
+    ]
+    .iter()
+    .map(|k| (*k).to_owned())
+    .collect();
+    keys.push("k".repeat(1000));
+    keys.extend((0..3000).map(|i| format!("pay-{i:05}")));
+    std::fs::write(dir.path().join("keys.txt"), keys.join("\n") + "\n").expect("keys");
+    let c = Case::new(
+        "10s",
+        NO_RETRY,
+        &sh(&format!(
+            "cat '{}' >> \"$BATCHGUARD_OUTPUTS\"",
+            dir.path().join("keys.txt").display()
+        )),
+    );
+    let o = c.run(&["--scheduled-at", SLOT]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(c.outputs(), keys);
+}
+
 #[test]
 fn not_found_not_executable_and_refusals() {
     let c = Case::new("10s", NO_RETRY, "[\"true\"]");

@@ -147,20 +147,28 @@ async fn insert_outputs(
     run_id: &str,
     outputs: &[OutputRow],
 ) -> Result<(), sqlx::Error> {
-    for o in outputs {
-        sqlx::query(
-            "INSERT INTO batchguard_outputs (job, scheduled_at, run_id, output_key, at) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .bind(job)
-        .bind(scheduled_at)
-        .bind(run_id)
-        .bind(&o.key)
-        .bind(rfc3339(o.at))
-        .execute(&mut *conn)
-        .await?;
+    if outputs.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    // One statement for every key: a row at a time, each its own trip to sqlx's SQLite
+    // thread, cost the drill's 10,000-key runs about 0.2 s apiece. The keys and times go in
+    // as one JSON array, inserted in its order (`json_each`'s `key` is the index).
+    let rows: Vec<(&str, String)> = outputs
+        .iter()
+        .map(|o| (o.key.as_str(), rfc3339(o.at)))
+        .collect();
+    let rows = serde_json::to_string(&rows).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    sqlx::query(
+        "INSERT INTO batchguard_outputs (job, scheduled_at, run_id, output_key, at) \
+         SELECT ?1, ?2, ?3, value ->> 0, value ->> 1 FROM json_each(?4) ORDER BY key",
+    )
+    .bind(job)
+    .bind(scheduled_at)
+    .bind(run_id)
+    .bind(rows)
+    .execute(&mut *conn)
+    .await
+    .map(|_| ())
 }
 
 async fn end_written(c: &mut SqliteConnection, run_id: &str) -> Result<bool, sqlx::Error> {
