@@ -311,6 +311,39 @@ fn json_report_of_a_naive_shell_job() {
     insta::assert_snapshot!(normalized(r));
 }
 
+/// A passed scenario's sandbox is removed while the next one runs; a failed one's is kept
+/// with the root, and the job CPU of both is still reported.
+#[test]
+fn a_failed_drill_keeps_the_failed_sandboxes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest(dir.path(), SH_NAIVE, "");
+    // The naive job passes `concurrent` (one instance runs) and fails `crash`.
+    let (code, r, err) = drill_slot(
+        m.to_str().unwrap(),
+        "settle",
+        &["--scenarios", "concurrent,crash"],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(scenario(&r, "concurrent")["passed"], true, "{r:#}");
+    assert_eq!(scenario(&r, "crash")["passed"], false, "{r:#}");
+    assert!(
+        r["job_cpu_seconds"].as_f64().is_some_and(|c| c > 0.0),
+        "{r:#}"
+    );
+    let kept = err
+        .split("kept in ")
+        .nth(1)
+        .expect("the root is named")
+        .trim();
+    let mut names: Vec<String> = std::fs::read_dir(kept)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["crash"], "in {kept}");
+    let _ = std::fs::remove_dir_all(kept);
+}
+
 #[test]
 fn markdown_report_is_the_quarterly_record() {
     let dir = tempfile::tempdir().unwrap();

@@ -259,39 +259,79 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
             .map_err(|err| CannotRun(format!("the working directory: {err}")))?,
         verify_cpu: std::cell::Cell::new(0.0),
     };
-    let mut clean_box = None;
+    let rerun_follows = opts.scenarios.contains(&Scenario::Rerun);
+    let mut clean_box: Option<(sandbox::Sandbox, bool)> = None;
+    // Passed sandboxes are removed while the next scenario runs: their jobs' CPU, and the
+    // removals to wait for before the root itself goes.
+    let mut released_cpu = 0.0;
+    let mut removals = Vec::new();
+    let mut release = |sb: sandbox::Sandbox| {
+        if let Some((cpu, removal)) = root.release(sb) {
+            released_cpu += cpu;
+            removals.push(removal);
+        }
+    };
     for sc in &opts.scenarios {
-        let result = match sc {
+        let (result, done) = match sc {
             Scenario::Clean => {
                 let sb = root.sandbox("clean", true).map_err(CannotRun)?;
-                let r = scenarios::clean::run(&cx, &sb);
-                clean_box = Some(sb);
-                r
+                let r = scenarios::clean::run(&cx, &sb).map_err(CannotRun)?;
+                // `rerun` goes on in this sandbox: it is released after it.
+                if rerun_follows {
+                    clean_box = Some((sb, r.passed));
+                    (r, None)
+                } else {
+                    (r, Some(sb))
+                }
             }
-            Scenario::Rerun => match &clean_box {
-                Some(sb) => scenarios::rerun::run(&cx, sb),
-                None => unreachable_rerun(),
+            Scenario::Rerun => match clean_box.take() {
+                Some((sb, clean_passed)) => {
+                    let r = scenarios::rerun::run(&cx, &sb).map_err(CannotRun)?;
+                    let done = clean_passed.then_some(sb);
+                    (r, done)
+                }
+                None => (unreachable_rerun().map_err(CannotRun)?, None),
             },
-            Scenario::Concurrent => scenarios::concurrent::run(
-                &cx,
-                &root.sandbox("concurrent", false).map_err(CannotRun)?,
-            ),
+            Scenario::Concurrent => {
+                let sb = root.sandbox("concurrent", false).map_err(CannotRun)?;
+                (
+                    scenarios::concurrent::run(&cx, &sb).map_err(CannotRun)?,
+                    Some(sb),
+                )
+            }
             Scenario::Crash => {
-                scenarios::crash::run(&cx, &root.sandbox("crash", false).map_err(CannotRun)?)
+                let sb = root.sandbox("crash", false).map_err(CannotRun)?;
+                (
+                    scenarios::crash::run(&cx, &sb).map_err(CannotRun)?,
+                    Some(sb),
+                )
             }
             Scenario::Retry => {
-                scenarios::retry::run(&cx, &root.sandbox("retry", false).map_err(CannotRun)?)
+                let sb = root.sandbox("retry", false).map_err(CannotRun)?;
+                (
+                    scenarios::retry::run(&cx, &sb).map_err(CannotRun)?,
+                    Some(sb),
+                )
             }
             Scenario::Stale => {
-                scenarios::stale::run(&cx, &root.sandbox("stale", false).map_err(CannotRun)?)
+                let sb = root.sandbox("stale", false).map_err(CannotRun)?;
+                (
+                    scenarios::stale::run(&cx, &sb).map_err(CannotRun)?,
+                    Some(sb),
+                )
             }
-        }
-        .map_err(CannotRun)?;
+        };
         sandbox::reap_orphans();
+        if let Some(sb) = done.filter(|_| result.passed) {
+            release(sb);
+        }
         report.scenarios.push(result);
     }
+    for removal in removals {
+        let _ = removal.join();
+    }
     report.passed = report.scenarios.iter().all(|s| s.passed);
-    report.job_cpu_seconds = Some(root.jobs_cpu() + cx.verify_cpu.get());
+    report.job_cpu_seconds = Some(root.jobs_cpu() + released_cpu + cx.verify_cpu.get());
     let kept = root.finish(report.passed);
     Ok(Done { report, kept })
 }
