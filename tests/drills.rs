@@ -512,14 +512,12 @@ fn hostile_drill_rows_in_mysql_are_counted_and_located() {
 
 /// Window arguments: a day whose jobs (yearly, on January 1st) expect no slot, so AU301 is
 /// the only thing to look at.
-const AUDIT_ARGS: &[&str] = &[
+const AUDIT_WINDOW: &[&str] = &[
     "audit",
     "--from",
     "2026-03-31T00:00:00Z",
     "--to",
     "2026-04-01T00:00:00Z",
-    "--format",
-    "json",
 ];
 
 /// `to - 92d`.
@@ -611,7 +609,8 @@ impl Project {
     fn audit(&self, extra: &[&str]) -> (i32, Value, String) {
         let out = bg()
             .current_dir(self.dir.path())
-            .args(AUDIT_ARGS)
+            .args(AUDIT_WINDOW)
+            .args(["--format", "json"])
             .args(["--manifest", "m.batchguard.yaml"])
             .args(extra)
             .output()
@@ -772,7 +771,8 @@ fn without_drill_records_au301_is_skipped_with_the_reason() {
     // Without a manifest AU301 is among the checks the manifest enables.
     let out = bg()
         .current_dir(p.dir.path())
-        .args(AUDIT_ARGS)
+        .args(AUDIT_WINDOW)
+        .args(["--format", "json"])
         .args(["--ledger", "events.csv", "--drills", "drills.jsonl"])
         .output()
         .expect("runs");
@@ -785,13 +785,7 @@ fn without_drill_records_au301_is_skipped_with_the_reason() {
     // The pretty report says so too.
     let out = bg()
         .current_dir(p.dir.path())
-        .args([
-            "audit",
-            "--from",
-            "2026-03-31T00:00:00Z",
-            "--to",
-            "2026-04-01T00:00:00Z",
-        ])
+        .args(AUDIT_WINDOW)
         .args(["--ledger", "events.csv", "--manifest", "m.batchguard.yaml"])
         .output()
         .expect("runs");
@@ -857,13 +851,7 @@ fn the_reports_show_each_jobs_last_drill() {
     let render = |format: &str| {
         let out = bg()
             .current_dir(p.dir.path())
-            .args([
-                "audit",
-                "--from",
-                "2026-03-31T00:00:00Z",
-                "--to",
-                "2026-04-01T00:00:00Z",
-            ])
+            .args(AUDIT_WINDOW)
             .args(["--ledger", "events.csv", "--manifest", "m.batchguard.yaml"])
             .args(["--drills", &drills, "--format", format])
             .output()

@@ -107,6 +107,21 @@ fn store(n: i64) -> (Case, i64) {
 }
 
 /// What [`store`] has `run` do, on any store.
+/// What `metrics --textfile NAME` writes for `c`'s store and manifest.
+fn textfile(c: &Case, name: &str) -> String {
+    let file = c.path(name);
+    ok(&c.bg(&[
+        "metrics",
+        "--store",
+        &c.url(),
+        "--manifest",
+        "m.batchguard.yaml",
+        "--textfile",
+        file.to_str().unwrap(),
+    ]));
+    std::fs::read_to_string(&file).unwrap()
+}
+
 fn ran(c: &Case, n: i64) {
     let url = c.url();
     let first = minute(now()) - mins(n);
@@ -253,17 +268,7 @@ fn promtool_accepts_what_metrics_and_the_textfile_write() {
     assert!(om.ends_with("# EOF\n"), "{om}");
     assert_eq!(get(port, "/nothing", None).0, "HTTP/1.1 404 Not Found");
 
-    let file = c.path("batchguard.prom");
-    ok(&c.bg(&[
-        "metrics",
-        "--store",
-        &c.url(),
-        "--manifest",
-        "m.batchguard.yaml",
-        "--textfile",
-        file.to_str().unwrap(),
-    ]));
-    let text = std::fs::read_to_string(&file).unwrap();
+    let text = textfile(&c, "batchguard.prom");
     assert!(
         !text.contains("# EOF"),
         "the textfile collector reads the classic format"
@@ -313,17 +318,7 @@ fn the_grafana_dashboard_queries_metrics_that_exist() {
          ('settle', '2026-03-01T02:00:00Z', '2026-03-02T10:00:00Z', 1, 'clean:passed', 'sha256:00')",
         include_str!("../schemas/drills.sqlite.sql")
     ));
-    let file = c.path("m.prom");
-    ok(&c.bg(&[
-        "metrics",
-        "--store",
-        &c.url(),
-        "--manifest",
-        "m.batchguard.yaml",
-        "--textfile",
-        file.to_str().unwrap(),
-    ]));
-    let text = std::fs::read_to_string(&file).unwrap();
+    let text = textfile(&c, "m.prom");
     assert!(
         text.contains(
             "batchguard_last_passed_drill_timestamp_seconds{job_name=\"settle\"} 1772445600"
@@ -406,17 +401,7 @@ fn metrics_of_a_mysql_store_count_its_runs_and_its_last_passed_drill() {
     };
     batchguard::append_drill(&c.url(), &drill("2026-03-02T10:00:00Z", true)).unwrap();
     batchguard::append_drill(&c.url(), &drill("2026-03-05T10:00:00Z", false)).unwrap();
-    let file = c.path("m.prom");
-    ok(&c.bg(&[
-        "metrics",
-        "--store",
-        &c.url(),
-        "--manifest",
-        "m.batchguard.yaml",
-        "--textfile",
-        file.to_str().unwrap(),
-    ]));
-    let text = std::fs::read_to_string(&file).unwrap();
+    let text = textfile(&c, "m.prom");
     for line in [
         "batchguard_runs_total{job_name=\"settle\",outcome=\"succeeded\"} 2",
         "batchguard_runs_total{job_name=\"settle\",outcome=\"failed\"} 1",

@@ -585,6 +585,30 @@ fn deliver(
     out.row(r);
 }
 
+/// Every row of a drill table's query handed to `out`, numbered from 1 as the error
+/// locations count them.
+async fn deliver_rows<DB, S>(
+    mut rows: S,
+    out: &mut DrillRead,
+    opts: &ReadOptions,
+    label: &str,
+    fail: impl Fn(sqlx::Error) -> String,
+) -> Result<(), String>
+where
+    DB: sqlx::Database,
+    S: futures_util::Stream<Item = Result<DB::Row, sqlx::Error>> + Unpin,
+    for<'r> Option<String>: sqlx::Decode<'r, DB>,
+    Option<String>: sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    let mut n = 0u64;
+    while let Some(row) = rows.try_next().await.map_err(&fail)? {
+        n += 1;
+        deliver(out, row_values::<DB>(&row), opts, label, n);
+    }
+    Ok(())
+}
+
 /// A driver message without the driver's internals, the DSN's password scrubbed.
 fn plain(url: &str, e: sqlx::Error) -> String {
     let m = db::scrub(url, e.to_string());
@@ -626,16 +650,11 @@ fn read_sqlite(path: &Path, opts: &ReadOptions) -> Result<DrillRead, String> {
         )?;
         let sql = format!("SELECT {list} FROM {}", quote_table(TABLE));
         let label = format!("{shown} {TABLE}");
-        let mut stream = sqlx::query(AssertSqlSafe(sql)).fetch(&mut conn);
-        let mut n = 0u64;
-        while let Some(row) = stream
-            .try_next()
-            .await
-            .map_err(|e| fail(&format!("reading `{TABLE}`"), e))?
-        {
-            n += 1;
-            deliver(&mut out, row_values::<sqlx::Sqlite>(&row), opts, &label, n);
-        }
+        let rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut conn);
+        deliver_rows::<sqlx::Sqlite, _>(rows, &mut out, opts, &label, |e| {
+            fail(&format!("reading `{TABLE}`"), e)
+        })
+        .await?;
         Ok(out)
     })
 }
@@ -686,23 +705,11 @@ fn read_postgres(url: &str, opts: &ReadOptions) -> Result<DrillRead, String> {
         )?;
         let sql = format!("SELECT {list} FROM {}", quote_table(TABLE));
         let label = format!("{shown} {TABLE}");
-        let mut stream = sqlx::query(AssertSqlSafe(sql)).fetch(&mut conn);
-        let mut n = 0u64;
-        while let Some(row) = stream
-            .try_next()
-            .await
-            .map_err(|e| fail(&format!("reading `{TABLE}`"), e))?
-        {
-            n += 1;
-            deliver(
-                &mut out,
-                row_values::<sqlx::Postgres>(&row),
-                opts,
-                &label,
-                n,
-            );
-        }
-        drop(stream);
+        let rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut conn);
+        deliver_rows::<sqlx::Postgres, _>(rows, &mut out, opts, &label, |e| {
+            fail(&format!("reading `{TABLE}`"), e)
+        })
+        .await?;
         let _ = conn.close().await;
         Ok(out)
     })
@@ -728,17 +735,11 @@ fn read_mysql(url: &str, opts: &ReadOptions) -> Result<DrillRead, String> {
         )?;
         let sql = format!("SELECT {list} FROM {}", super::mysql::quote(TABLE));
         let label = format!("{shown} {TABLE}");
-        let mut stream = sqlx::raw_sql(AssertSqlSafe(sql)).fetch(&mut conn);
-        let mut n = 0u64;
-        while let Some(row) = stream
-            .try_next()
-            .await
-            .map_err(|e| fail(&format!("reading `{TABLE}`"), e))?
-        {
-            n += 1;
-            deliver(&mut out, row_values::<sqlx::MySql>(&row), opts, &label, n);
-        }
-        drop(stream);
+        let rows = sqlx::raw_sql(AssertSqlSafe(sql)).fetch(&mut conn);
+        deliver_rows::<sqlx::MySql, _>(rows, &mut out, opts, &label, |e| {
+            fail(&format!("reading `{TABLE}`"), e)
+        })
+        .await?;
         let _ = conn.close().await;
         Ok(out)
     })

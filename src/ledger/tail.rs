@@ -494,6 +494,36 @@ fn event_of<'a>(
     })
 }
 
+/// Row `id` of `c`'s table: its values handed to `sink`, or, when a value is not text, the
+/// row counted as rejected and reported with its column.
+#[allow(clippy::too_many_arguments)]
+fn take_row<'r, DB: sqlx::Database>(
+    row: &'r DB::Row,
+    c: &SqlCursor,
+    id: i64,
+    opts: &ReadOptions,
+    values: &mut [Option<String>; MAX_COLUMNS],
+    sink: &mut dyn TailSink,
+    got: &mut Polled,
+) where
+    Option<String>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    let n_cols = columns(c.is_event).len();
+    match values_of::<DB>(row, &c.index, n_cols, values) {
+        Ok(()) => deliver(values, c.is_event, opts, &c.label, id as u64, sink, got),
+        Err((i, m)) => {
+            got.rejected += 1;
+            sink.error(row_error(
+                &c.label,
+                id as u64,
+                Some(columns(c.is_event)[i]),
+                m,
+            ));
+        }
+    }
+}
+
 /// The text values of a row whose first column is its number (`rowid`, `id`), by
 /// column of the row kind; `Err((column, why))` for a value that is not text.
 fn values_of<'r, DB: sqlx::Database>(
@@ -625,7 +655,6 @@ impl SqliteConn {
         sink: &mut dyn TailSink,
         got: &mut Polled,
     ) -> Result<(), SourceError> {
-        let n_cols = columns(c.is_event).len();
         let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
         loop {
             let mut n = 0i64;
@@ -638,20 +667,7 @@ impl SqliteConn {
                     n += 1;
                     let id: i64 = row.try_get(0)?;
                     c.last = id;
-                    match values_of::<sqlx::Sqlite>(&row, &c.index, n_cols, &mut values) {
-                        Ok(()) => {
-                            deliver(&values, c.is_event, opts, &c.label, id as u64, sink, got)
-                        }
-                        Err((i, m)) => {
-                            got.rejected += 1;
-                            sink.error(row_error(
-                                &c.label,
-                                id as u64,
-                                Some(columns(c.is_event)[i]),
-                                m,
-                            ));
-                        }
-                    }
+                    take_row::<sqlx::Sqlite>(&row, c, id, opts, &mut values, sink, got);
                 }
                 Ok::<_, sqlx::Error>(())
             })
@@ -784,7 +800,6 @@ impl PgConn {
         got: &mut Polled,
     ) -> Result<(), SourceError> {
         let now = Instant::now();
-        let n_cols = columns(c.sql.is_event).len();
         let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
         // The holes are asked for in the first query only; later batches go on from the
         // highest id.
@@ -808,26 +823,7 @@ impl PgConn {
                     .try_get(0)
                     .map_err(|e| self.fail(&format!("reading `{}`", c.sql.table), e))?;
                 c.saw(id, now);
-                match values_of::<sqlx::Postgres>(row, &c.sql.index, n_cols, &mut values) {
-                    Ok(()) => deliver(
-                        &values,
-                        c.sql.is_event,
-                        opts,
-                        &c.sql.label,
-                        id as u64,
-                        sink,
-                        got,
-                    ),
-                    Err((i, m)) => {
-                        got.rejected += 1;
-                        sink.error(row_error(
-                            &c.sql.label,
-                            id as u64,
-                            Some(columns(c.sql.is_event)[i]),
-                            m,
-                        ));
-                    }
-                }
+                take_row::<sqlx::Postgres>(row, &c.sql, id, opts, &mut values, sink, got);
             }
             if n < BATCH {
                 return Ok(());
@@ -948,7 +944,6 @@ impl MysqlConn {
     ) -> Result<(), SourceError> {
         use std::fmt::Write;
         let now = Instant::now();
-        let n_cols = columns(c.sql.is_event).len();
         let mut values: [Option<String>; MAX_COLUMNS] = Default::default();
         let mut holes = c.live_holes(now);
         loop {
@@ -977,26 +972,7 @@ impl MysqlConn {
                         ))
                     })?;
                 c.saw(id, now);
-                match values_of::<sqlx::MySql>(row, &c.sql.index, n_cols, &mut values) {
-                    Ok(()) => deliver(
-                        &values,
-                        c.sql.is_event,
-                        opts,
-                        &c.sql.label,
-                        id as u64,
-                        sink,
-                        got,
-                    ),
-                    Err((i, m)) => {
-                        got.rejected += 1;
-                        sink.error(row_error(
-                            &c.sql.label,
-                            id as u64,
-                            Some(columns(c.sql.is_event)[i]),
-                            m,
-                        ));
-                    }
-                }
+                take_row::<sqlx::MySql>(row, &c.sql, id, opts, &mut values, sink, got);
             }
             if (rows.len() as i64) < BATCH {
                 return Ok(());
