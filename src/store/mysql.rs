@@ -670,15 +670,15 @@ FROM batchguard_leases WHERE state = 'held' AND lease_until > {NOW_US}{filter} O
 
     fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
         const WHAT: &str = "cannot read the leases";
-        // The clock rides along in a last row of its own, so an empty table still has it.
+        // Every row carries the clock, and a row of its own (keyless, so it is no lease)
+        // gives it when the table is empty: which row comes last does not matter.
         let sql = format!(
             "SELECT `key`, job, scheduled_at, holder, run_id, CAST(fence AS CHAR), CAST(acquired_at AS CHAR),
-  CAST(lease_until AS CHAR), NULL FROM batchguard_leases WHERE state = 'held'
+  CAST(lease_until AS CHAR), CAST({NOW_US} AS CHAR) FROM batchguard_leases WHERE state = 'held'
 UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST({NOW_US} AS CHAR)"
         );
-        let mut rows = self.query(sql, WHAT)?;
+        let rows = self.query(sql, WHAT)?;
         let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
-        rows.pop();
         let mut leases: Vec<HeldLease> = rows
             .iter()
             .filter_map(|r| {

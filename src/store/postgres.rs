@@ -587,7 +587,8 @@ WHERE state = 'held' AND lease_until > now(){filter} ORDER BY key",
     }
 
     fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
-        // The clock rides along in a last row of its own, so an empty table still has it.
+        // Every row carries the clock, and a row of its own (keyless, so it is no lease)
+        // gives it when the table is empty: which row comes last does not matter.
         let sql = format!(
             "SELECT key, job, {}, holder, run_id, fence::text, {}, {}, {} FROM batchguard_leases
 WHERE state = 'held'
@@ -598,11 +599,10 @@ UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {}",
             us("now()"),
             us("now()"),
         );
-        let mut rows = self.query(sql, "cannot read the leases")?;
+        let rows = self.query(sql, "cannot read the leases")?;
         let now = self
             .tick(&rows)
             .ok_or_else(|| self.unexpected("cannot read the leases"))?;
-        rows.pop();
         let mut leases: Vec<HeldLease> = rows
             .iter()
             .filter_map(|r| {
