@@ -255,6 +255,21 @@ pub enum LedgerFormat {
 /// skipped, the command's code on failure, 124 deadline, 128+N signal, 125 could not run,
 /// 126 not executable, 127 not found.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Exit codes (as timeout(1) and flock(1)):
+  0    the slot succeeded, was skipped (held, already succeeded, dead-lettered) or had succeeded before
+  N    the command's own exit code, when the slot failed (its last attempt)
+  124  the command was stopped at the deadline (lock.ttl - safety)
+  125  batchguard could not run: bad manifest or arguments, no store URL for a shared lock.store,
+       store unreachable, slot not of the schedule, this host could not prepare the run
+  126  the command is not executable        127  the command was not found
+  128+N  ended by signal N (a deploy's TERM is 143: the next run catches the slot up)
+
+Which store: --store, else BATCHGUARD_STORE, else [run] store in batchguard.toml, else
+sqlite:.batchguard/store.db (only for a job whose lock.store is sqlite or absent).
+
+Example (crontab):
+  * * * * * cd /srv/billing && batchguard run --manifest billing.batchguard.yaml \\
+      --job settle-payments --store postgres://batch@db/billing")]
 pub struct RunArgs {
     /// Manifest that declares the job.
     #[arg(long)]
@@ -262,17 +277,25 @@ pub struct RunArgs {
     /// Name of the job in --manifest.
     #[arg(long)]
     pub job: String,
-    /// Lock store: sqlite:PATH, postgres://…, mysql://… or redis://… (with --ledger)
-    #[arg(long, default_value = "sqlite:.batchguard/store.db")]
-    pub store: String,
+    /// Lock store: sqlite:PATH, postgres://…, mysql://… or redis://… (with --ledger).
+    /// Default: BATCHGUARD_STORE, else `[run] store` in batchguard.toml, else
+    /// sqlite:.batchguard/store.db, but only for a job whose lock.store is sqlite or absent.
+    #[arg(long)]
+    pub store: Option<String>,
     /// Ledger (default: the store's own tables).
     #[arg(long)]
     pub ledger: Option<String>,
+    /// batchguard.toml with `[run] store` and `[run] tick_tolerance` (default: the nearest
+    /// one above the manifest, else above the working directory).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// The slot to run (RFC 3339); it must be a slot of the job's schedule. Default: the
-    /// latest slot at or before the store's clock.
+    /// latest slot at or before the store's clock (or the next one, for a tick that comes
+    /// at most the tick tolerance early).
     #[arg(long, value_parser = parse_timestamp)]
     pub scheduled_at: Option<jiff::Timestamp>,
-    /// Who runs it (host, pod or PM2 id); default the host name.
+    /// Who runs it; default BATCHGUARD_INSTANCE, else the host name, PM2's
+    /// NODE_APP_INSTANCE (`host/pm2:2`) and the pid.
     #[arg(long)]
     pub instance: Option<String>,
     /// An operator's recovery of a failed, lost or dead-lettered slot (needs --scheduled-at and --reason).

@@ -30,6 +30,23 @@ pub struct Config {
     pub files: Files,
     #[serde(default)]
     pub sources: Sources,
+    #[serde(default)]
+    pub run: RunSection,
+}
+
+/// What `batchguard run` (and `store`, `watch`, `metrics`) take when no flag says (SPEC 7.1
+/// items 13 and 15): one file per deployment instead of a flag on every crontab line.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// The store URL used when neither `--store` nor `BATCHGUARD_STORE` gives one
+    /// (`postgres://…`, `mysql://…`, `redis://…`, `sqlite:PATH`).
+    #[serde(default)]
+    pub store: Option<String>,
+    /// How early a tick may arrive and still work the slot it anticipates (`2s`; `0s` turns
+    /// it off). Default: the smaller of 2 s and a tenth of the job's interval.
+    #[serde(default)]
+    pub tick_tolerance: Option<String>,
 }
 
 /// How registration sources are recognised and read (SPEC 3.6), beyond their usual names.
@@ -100,6 +117,8 @@ pub struct Settings {
     pub path: Option<PathBuf>,
     pub min_retention: Duration,
     pub drill_cadence: Duration,
+    /// `[run] tick_tolerance`, parsed.
+    pub tick_tolerance: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -109,6 +128,7 @@ impl Default for Settings {
             path: None,
             min_retention: Duration(92 * 86_400),
             drill_cadence: Duration(92 * 86_400),
+            tick_tolerance: None,
         }
     }
 }
@@ -263,6 +283,14 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     };
     let min_retention = dur(&t.min_snapshot_retention, "min_snapshot_retention")?;
     let drill_cadence = dur(&t.drill_cadence, "drill_cadence")?;
+    let tick_tolerance = match &config.run.tick_tolerance {
+        None => None,
+        Some(s) if s.trim() == "0" => Some(Duration(0)),
+        Some(s) => Some(
+            Duration::parse(s)
+                .map_err(|e| bad(format!("run.tick_tolerance: `{s}` is {e}"), "tick_tolerance"))?,
+        ),
+    };
     let src = &config.sources;
     for glob in config
         .files
@@ -293,5 +321,6 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
         path: Some(path.to_owned()),
         min_retention,
         drill_cadence,
+        tick_tolerance,
     })
 }

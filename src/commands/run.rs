@@ -16,6 +16,7 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome, Error> {
         manual: args.manual,
         reason: args.reason,
         report: args.report,
+        config: args.config,
         command: args.command,
         rule_code: |issue| crate::lint::rule_of(issue).code,
         drill: guard::Drill {

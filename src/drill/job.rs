@@ -63,13 +63,14 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
     let gopts = guard::Options {
         manifest: opts.manifest.clone(),
         job: opts.job.clone(),
-        store: "sqlite:drill".into(),
+        store: Some("sqlite:drill".into()),
         ledger: None,
         scheduled_at: None,
         instance: None,
         manual: false,
         reason: None,
         report: None,
+        config: None,
         command: replay.clone().unwrap_or_default(),
         rule_code: opts.rule_code,
         drill: guard::Drill {

@@ -127,6 +127,8 @@ pub struct Rejected {
 pub struct Rejections {
     pub count: usize,
     pub first: Vec<Rejected>,
+    /// Lines over 1 KiB kept as `sha256:<hex>` (SPEC 7.1 item 18).
+    pub hashed: usize,
 }
 
 impl Rejections {
@@ -148,11 +150,13 @@ pub const MAX_OUTPUTS: usize = 1_000_000;
 /// How many refused lines `detail` names.
 const SHOWN: usize = 10;
 
-/// Reads the outputs file: one key per line; an empty line, one over 1 KiB, one with a NUL
-/// or one that is not UTF-8 is refused and counted. The file is streamed and no line is
-/// held beyond 1 KiB, so its size bounds nothing but the time. A missing file is no
-/// outputs.
+/// Reads the outputs file: one key per line. A line over 1 KiB is kept as
+/// `sha256:<hex of the line>` (so the same long key reported twice is still seen twice);
+/// an empty line, one with a NUL or one that is not UTF-8 is refused and counted. The file
+/// is streamed and no line is held beyond 1 KiB (a long one is hashed as it is read), so its
+/// size bounds nothing but the time. A missing file is no outputs.
 pub fn read_outputs(path: &Path, at: Timestamp) -> (Vec<OutputRow>, Rejections) {
+    use sha2::Digest;
     use std::io::{BufRead, BufReader};
     let mut ok = Vec::new();
     let mut bad = Rejections::default();
@@ -164,8 +168,10 @@ pub fn read_outputs(path: &Path, at: Timestamp) -> (Vec<OutputRow>, Rejections) 
     let mut buf: Vec<u8> = Vec::with_capacity(MAX_KEY + 2);
     loop {
         buf.clear();
-        // Up to the newline, keeping at most MAX_KEY + 2 bytes (a key, `\r`, one more).
-        let mut long = false;
+        // Up to the newline: the first MAX_KEY + 1 bytes in `buf` (a key and its `\r`),
+        // the rest through the hasher, a `\r` held back until it is known not to end it.
+        let mut hasher: Option<sha2::Sha256> = None;
+        let mut held_cr = false;
         let mut ended = false;
         let mut any = false;
         loop {
@@ -182,9 +188,30 @@ pub fn read_outputs(path: &Path, at: Timestamp) -> (Vec<OutputRow>, Rejections) 
                 Some(i) => (i, true),
                 None => (chunk.len(), false),
             };
-            let room = (MAX_KEY + 2).saturating_sub(buf.len());
-            buf.extend_from_slice(&chunk[..take.min(room)]);
-            long |= take > room;
+            let piece = &chunk[..take];
+            if hasher.is_none() && buf.len() + piece.len() > MAX_KEY + 1 {
+                let mut h = sha2::Sha256::new();
+                h.update(&buf);
+                buf.clear();
+                hasher = Some(h);
+            }
+            match hasher.as_mut() {
+                Some(h) => {
+                    if held_cr && !piece.is_empty() {
+                        h.update(b"\r");
+                        held_cr = false;
+                    }
+                    let body = match piece.strip_suffix(b"\r") {
+                        Some(b) => {
+                            held_cr = true;
+                            b
+                        }
+                        None => piece,
+                    };
+                    h.update(body);
+                }
+                None => buf.extend_from_slice(piece),
+            }
             rdr.consume(take + usize::from(nl));
             if nl {
                 ended = true;
@@ -196,30 +223,60 @@ pub fn read_outputs(path: &Path, at: Timestamp) -> (Vec<OutputRow>, Rejections) 
         }
         line += 1;
         let raw = buf.strip_suffix(b"\r").unwrap_or(&buf);
-        let why = if long || raw.len() > MAX_KEY {
-            Some("over 1 KiB")
+        let key = match hasher {
+            Some(h) => Some(hex_key(&h.finalize())),
+            None if raw.len() > MAX_KEY => Some(hex_key(&sha2::Sha256::digest(raw))),
+            None => None,
+        };
+        let why = if ok.len() >= MAX_OUTPUTS {
+            Some("beyond the limit of 1000000 outputs")
+        } else if key.is_some() {
+            None
         } else if raw.is_empty() {
             Some("empty")
         } else if raw.contains(&0) {
             Some("contains NUL")
-        } else if ok.len() >= MAX_OUTPUTS {
-            Some("beyond the limit of 1000000 outputs")
         } else {
             None
         };
-        match (why, std::str::from_utf8(raw)) {
+        match (why, key) {
             (Some(w), _) => bad.push(line, w),
-            (None, Err(_)) => bad.push(line, "not UTF-8"),
-            (None, Ok(s)) => ok.push(OutputRow {
-                key: s.to_owned(),
-                at,
-            }),
+            (None, Some(k)) => {
+                bad.hashed += 1;
+                ok.push(OutputRow { key: k, at });
+            }
+            (None, None) => match std::str::from_utf8(raw) {
+                Err(_) => bad.push(line, "not UTF-8"),
+                Ok(s) => ok.push(OutputRow {
+                    key: s.to_owned(),
+                    at,
+                }),
+            },
         }
         if !ended {
             break;
         }
     }
     (ok, bad)
+}
+
+/// `sha256:` and the digest in lower-case hex, as [`crate::snapshot::digest`] writes it.
+fn hex_key(d: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(7 + 64);
+    s.push_str("sha256:");
+    for b in d {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// `detail` text for output lines kept as their digest.
+pub fn hashed_detail(n: usize) -> String {
+    format!(
+        "{n} output line{} over 1 KiB kept as sha256:<hex of the line>",
+        if n == 1 { "" } else { "s" }
+    )
 }
 
 /// `detail` text for refused output lines: the count and the first ten.
@@ -254,14 +311,27 @@ mod tests {
         std::fs::write(&p, format!("a\n\nb\0c\n{long}\nd\r\n")).unwrap();
         let (ok, bad) = read_outputs(&p, Timestamp::UNIX_EPOCH);
         let keys: Vec<&str> = ok.iter().map(|o| o.key.as_str()).collect();
-        assert_eq!(keys, ["a", "d"]);
-        assert_eq!(
-            bad.first.iter().map(|b| b.line).collect::<Vec<_>>(),
-            [2, 3, 4]
-        );
+        let digest = crate::snapshot::digest(long.as_bytes());
+        assert_eq!(keys, ["a", digest.as_str(), "d"]);
+        assert_eq!(bad.first.iter().map(|b| b.line).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(bad.hashed, 1);
         assert!(
-            rejected_detail(&bad).starts_with("3 malformed output lines skipped: line 2 (empty)")
+            rejected_detail(&bad).starts_with("2 malformed output lines skipped: line 2 (empty)")
         );
+    }
+
+    #[test]
+    fn a_long_key_is_its_digest_however_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o");
+        // Longer than the reader's buffer, with CRLF: the digest is of the line alone.
+        let long = "k".repeat(200_000);
+        std::fs::write(&p, format!("{long}\r\n{long}\n{long}")).unwrap();
+        let (ok, bad) = read_outputs(&p, Timestamp::UNIX_EPOCH);
+        let want = crate::snapshot::digest(long.as_bytes());
+        assert_eq!(ok.len(), 3);
+        assert!(ok.iter().all(|o| o.key == want), "{ok:?}");
+        assert_eq!((bad.count, bad.hashed), (0, 3));
     }
 
     #[test]

@@ -1,6 +1,9 @@
-//! `batchguard run` (SPEC 7.1): the guard the scheduler calls on every tick. It finds the
-//! slot, takes the slot's lease in the store, runs the command under the lease's deadline,
-//! classifies the outcome, retries or dead-letters it, and writes the ledger.
+//! `batchguard run` (SPEC 7.1): the guard the scheduler calls on every tick. It reads as the
+//! steps of the SPEC: [`plan`] (the job, its store, its slot), [`Guard::acquire`] (the
+//! lease, or a skip), [`Guard::supervise`] (the command under the lease's deadline),
+//! [`classify`] (the outcome as a code and a class) and [`Guard::record_attempt`] (the
+//! ledger, the release, the line on stderr, the retry). A slot left unfinished by an
+//! earlier tick is caught up first (item 20).
 //!
 //! Exit codes follow `timeout(1)` and `flock(1)` (item 12); see [`Exit`].
 
@@ -11,10 +14,10 @@ pub mod report;
 use crate::process::{self, SpawnError, Stopped};
 use crate::store::ledger::{self, Batch, Ledger};
 use crate::store::{
-    self, AcquireRequest, AcquireResult, EventRow, Finish, SlotState, Store, spool,
+    self, AcquireRequest, AcquireResult, EventRow, Finish, SlotState, Store, Unfinished, spool,
 };
 use classify::Class;
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use plan::Plan;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -24,13 +27,16 @@ use std::time::Instant;
 pub struct Options {
     pub manifest: PathBuf,
     pub job: String,
-    pub store: String,
+    /// `--store`; `None` lets the store be resolved (SPEC 7.1 item 13).
+    pub store: Option<String>,
     pub ledger: Option<String>,
     pub scheduled_at: Option<Timestamp>,
     pub instance: Option<String>,
     pub manual: bool,
     pub reason: Option<String>,
     pub report: Option<PathBuf>,
+    /// `--config`: the `batchguard.toml` with `[run]` (default: found above the manifest).
+    pub config: Option<PathBuf>,
     pub command: Vec<String>,
     /// The rule code of a reading issue (lint's mapping), for the message that says why
     /// the manifest cannot be read; handed in so the guard does not depend on lint.
@@ -59,18 +65,19 @@ pub const NOT_EXECUTABLE: u8 = 126;
 pub const NOT_FOUND: u8 = 127;
 pub const DEADLINE: u8 = 124;
 
-/// The whole command; returns the process exit code. Messages go to stderr.
+/// The whole command; returns the process exit code. Messages go to stderr. The report
+/// (`--report`) is written whatever the outcome, exit 125 included.
 pub fn run(opts: &Options) -> u8 {
     process::block_signals();
-    let plan = match plan::plan(opts) {
-        Ok(p) => p,
+    let mut report = report::Report::new(&opts.job, opts.scheduled_at);
+    let code = match plan::plan(opts) {
+        Ok(plan) => guarded(opts, &plan, &mut report),
         Err(why) => {
             eprintln!("batchguard run: {why}");
-            return CANNOT_RUN;
+            CANNOT_RUN
         }
     };
-    let mut report = report::Report::new(&plan.job_name, None);
-    let code = guarded(opts, &plan, &mut report);
+    report.exit_code = i32::from(code);
     if let Some(path) = &opts.report
         && let Err(e) = std::fs::write(path, report.to_json())
     {
@@ -82,20 +89,28 @@ pub fn run(opts: &Options) -> u8 {
     code
 }
 
-fn replay_line(opts: &Options, slot: Option<Timestamp>) -> String {
+/// The exact command that works `slot` again, for every message that leaves a slot
+/// unworked.
+fn replay_line(opts: &Options, plan: Option<&Plan>, slot: Option<Timestamp>) -> String {
+    replay_with(opts, plan, slot, "")
+}
+
+/// [`replay_line`] with more options before the command's `--`.
+fn replay_with(opts: &Options, plan: Option<&Plan>, slot: Option<Timestamp>, more: &str) -> String {
     let slot = slot.map_or_else(|| "SLOT".to_owned(), store::rfc3339);
     let mut s = format!(
         "batchguard run --manifest {} --job {}",
-        opts.manifest.display(),
-        opts.job
+        shell_quote(&opts.manifest.display().to_string()),
+        shell_quote(&opts.job)
     );
-    if opts.store != store::DEFAULT_URL {
-        s.push_str(&format!(" --store '{}'", crate::db::mask(&opts.store)));
+    let url = plan.map(|p| p.store.as_str()).or(opts.store.as_deref());
+    if let Some(url) = url.filter(|u| *u != store::DEFAULT_URL) {
+        s.push_str(&format!(" --store '{}'", crate::db::mask(url)));
     }
-    if let Some(l) = opts.ledger.as_ref().filter(|l| **l != opts.store) {
+    if let Some(l) = opts.ledger.as_ref().filter(|l| Some(l.as_str()) != url) {
         s.push_str(&format!(" --ledger '{}'", crate::db::mask(l)));
     }
-    s.push_str(&format!(" --scheduled-at {slot}"));
+    s.push_str(&format!(" --scheduled-at {slot}{more}"));
     if !opts.command.is_empty() {
         s.push_str(" --");
         for a in &opts.command {
@@ -117,19 +132,697 @@ fn shell_quote(a: &str) -> String {
     }
 }
 
-fn unreachable(opts: &Options, slot: Option<Timestamp>, e: &store::StoreError) -> u8 {
+fn unreachable(opts: &Options, plan: &Plan, slot: Option<Timestamp>, e: &store::StoreError) -> u8 {
     let shown = slot.map_or_else(|| "the current slot".to_owned(), store::rfc3339);
     let (what, why) = match e.refusal() {
         Some(why) => ("refused the lease", why),
         None => ("is unreachable", e.0.as_str()),
     };
     eprintln!(
-        "batchguard run: the store {what}, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
+        "batchguard run: the store {} ({}) {what}, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
+        crate::db::mask(&plan.store),
+        plan.store_from,
         opts.job,
-        crate::db::scrub(&opts.store, why.to_owned()),
-        replay_line(opts, slot)
+        crate::db::scrub(&plan.store, why.to_owned()),
+        replay_line(opts, Some(plan), slot)
     );
     CANNOT_RUN
+}
+
+/// Why a slot is worked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trigger {
+    Schedule,
+    Manual,
+    Replay,
+    Retry,
+    CatchUp,
+}
+
+impl Trigger {
+    fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Manual => "manual",
+            Trigger::Replay => "replay",
+            Trigger::Retry => "retry",
+            Trigger::CatchUp => "catch_up",
+        }
+    }
+}
+
+/// What working one slot came to.
+struct Worked {
+    code: u8,
+    outcome: &'static str,
+    skip_reason: Option<String>,
+    attempts: Vec<report::Attempt>,
+    /// `run` was told to stop (a signal) while working it.
+    interrupted: bool,
+}
+
+impl Worked {
+    fn not_run(code: u8) -> Worked {
+        Worked {
+            code,
+            outcome: "not_run",
+            skip_reason: None,
+            attempts: vec![],
+            interrupted: false,
+        }
+    }
+}
+
+/// One `run`: the plan, the store it opened, and the ledger apart when there is one.
+struct Guard<'a> {
+    opts: &'a Options,
+    plan: &'a Plan,
+    st: Box<dyn Store>,
+    apart: Option<Apart>,
+}
+
+/// SPEC 7.1 as steps: open the store and write leftovers; find the slot and any unfinished
+/// slot to catch up (one round trip); work the catch-up, then the current slot.
+fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
+    let st = match store::open(&plan.store) {
+        Ok(s) => s,
+        Err(e) => return unreachable(opts, plan, opts.scheduled_at, &e),
+    };
+    let mut g = Guard {
+        opts,
+        plan,
+        st,
+        apart: Apart::new(opts, plan),
+    };
+    // Leftovers first: spooled writes, and outputs of runs that died.
+    if let Err(e) = catch_up(g.st.as_mut(), &plan.store) {
+        eprintln!("batchguard run: note: cannot write the spool yet: {e}");
+    }
+    let (slot, behind) = match g.slots() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    report.scheduled_at = Some(slot);
+    let trigger = if opts.manual {
+        Trigger::Manual
+    } else if opts.drill.snapshot.is_some() {
+        Trigger::Replay
+    } else {
+        Trigger::Schedule
+    };
+    if let Some(u) = behind {
+        eprintln!(
+            "batchguard run: job `{}` slot {} {} (attempt {} of {}): catching it up before slot {}",
+            plan.job_name,
+            store::rfc3339(u.scheduled_at),
+            match u.state.as_str() {
+                "lost" => "lost its holder",
+                "interrupted" => "was interrupted",
+                _ => "failed without being dead-lettered",
+            },
+            u.attempts,
+            plan.max_attempts
+                .map_or_else(|| "unbounded".to_owned(), |m| m.to_string()),
+            store::rfc3339(slot)
+        );
+        let w = g.work(u.scheduled_at, Trigger::CatchUp);
+        report.caught_up = Some(report::CaughtUp {
+            scheduled_at: u.scheduled_at,
+            outcome: w.outcome,
+            exit_code: i32::from(w.code),
+            attempts: w.attempts,
+        });
+        if w.interrupted {
+            // Told to stop while catching up: the current slot is left for the next tick.
+            return w.code;
+        }
+    }
+    let w = g.work(slot, trigger);
+    report.outcome = w.outcome;
+    report.skip_reason = w.skip_reason;
+    report.attempts = w.attempts;
+    // A skip of the current slot does not hide a catch-up that failed.
+    match &report.caught_up {
+        Some(c) if w.code == 0 && w.outcome == "skipped" && c.exit_code != 0 => {
+            u8::try_from(c.exit_code).unwrap_or(1)
+        }
+        _ => w.code,
+    }
+}
+
+impl Guard<'_> {
+    /// The slot this tick works and the oldest unfinished slot within the catch-up window
+    /// with attempts left; the store's clock and the unfinished slots come in one answer.
+    fn slots(&mut self) -> Result<(Timestamp, Option<Unfinished>), u8> {
+        let (opts, plan) = (self.opts, self.plan);
+        let given = match opts.scheduled_at.map(|t| plan.given_slot(t)) {
+            Some(Err(why)) => {
+                eprintln!("batchguard run: {why}");
+                return Err(CANNOT_RUN);
+            }
+            Some(Ok(t)) => Some(t),
+            None => None,
+        };
+        let catches_up = !opts.manual && opts.drill.snapshot.is_none();
+        let host_guess = given.unwrap_or_else(Timestamp::now);
+        let window = plan.catch_up_window(plan.slot_at(host_guess).unwrap_or(host_guess));
+        let (unfinished, now) = if catches_up && !window.is_zero() {
+            // An hour more than the window, for a host clock that is off; the exact window
+            // is applied below, from the store's clock.
+            let from = host_guess
+                .checked_sub(SignedDuration::try_from(window).unwrap_or_default())
+                .and_then(|t| t.checked_sub(SignedDuration::from_hours(1)))
+                .unwrap_or(Timestamp::MIN);
+            match self.st.unfinished(&plan.ledger_job, from) {
+                Ok((u, now)) => (u, Some(now)),
+                Err(e) => return Err(unreachable(opts, plan, given, &e)),
+            }
+        } else {
+            (vec![], None)
+        };
+        let slot = match given {
+            Some(t) => t,
+            None => {
+                let now = match now {
+                    Some(n) => n,
+                    None => self
+                        .st
+                        .now()
+                        .map_err(|e| unreachable(opts, plan, None, &e))?,
+                };
+                plan.slot_at(now).map_err(|why| {
+                    eprintln!("batchguard run: {why}");
+                    CANNOT_RUN
+                })?
+            }
+        };
+        let window = SignedDuration::try_from(plan.catch_up_window(slot)).unwrap_or_default();
+        let oldest = slot.checked_sub(window).unwrap_or(Timestamp::MIN);
+        let behind = unfinished.into_iter().find(|u| {
+            u.scheduled_at >= oldest
+                && u.scheduled_at < slot
+                && plan
+                    .max_attempts
+                    .is_none_or(|m| u64::from(u.attempts) < m)
+        });
+        Ok((slot, behind))
+    }
+
+    /// One slot: acquire, supervise, classify, record; again while the retry policy says so.
+    fn work(&mut self, slot: Timestamp, first: Trigger) -> Worked {
+        let (opts, plan) = (self.opts, self.plan);
+        let mut trigger = first;
+        let mut run_id = new_run_id();
+        let mut worked = Worked::not_run(CANNOT_RUN);
+        if trigger == Trigger::Manual {
+            let ev = plan.event(&run_id, slot, "manual", trigger.as_str(), opts.reason.clone());
+            if let Err(e) = self.record(ev) {
+                eprintln!("batchguard run: {e}");
+                return worked;
+            }
+        }
+        loop {
+            let taken = match self.acquire(slot, trigger, &run_id) {
+                Acquire::Taken(t) => t,
+                Acquire::Skipped { outcome, reason } => {
+                    if worked.attempts.is_empty() {
+                        worked.outcome = outcome;
+                        worked.skip_reason = Some(reason);
+                        worked.code = 0;
+                    }
+                    // Skipped after an attempt of ours: the slot is another holder's now;
+                    // the failed attempt's code stands.
+                    return worked;
+                }
+                Acquire::Failed(code) => {
+                    worked.code = code;
+                    if !worked.attempts.is_empty() {
+                        worked.outcome = "failed";
+                    }
+                    return worked;
+                }
+            };
+            let ran = self.supervise(slot, &run_id, &taken);
+            let verdict = classify::classify(&ran.result, &ran.error_path, &plan.retry);
+            let next = self.record_attempt(slot, trigger, &run_id, &taken, &ran, &verdict);
+            worked.attempts.push(next.attempt);
+            worked.code = next.code;
+            worked.outcome = next.outcome;
+            worked.interrupted = matches!(verdict.class, Class::Interrupted(_));
+            let Some(delay) = next.retry_after else {
+                return worked;
+            };
+            let delay = if opts.drill.no_delay {
+                std::time::Duration::ZERO
+            } else {
+                delay
+            };
+            if let Some(sig) = process::sleep_unless_stopped(delay) {
+                worked.outcome = "failed";
+                worked.interrupted = true;
+                worked.code = 128u8.saturating_add(u8::try_from(sig).unwrap_or(0));
+                return worked;
+            }
+            trigger = Trigger::Retry;
+            run_id = new_run_id();
+        }
+    }
+
+    /// Writes one event where the ledger is: the store's tables, or the ledger apart.
+    fn record(&mut self, ev: EventRow) -> Result<(), String> {
+        record(self.st.as_mut(), &mut self.apart, ev)
+    }
+
+    /// Step 3 of SPEC 7.1: the lease, in one statement in the store's clock, with `start`;
+    /// or the skip, said on stderr and written to the ledger.
+    fn acquire(&mut self, slot: Timestamp, trigger: Trigger, run_id: &str) -> Acquire {
+        let (opts, plan) = (self.opts, self.plan);
+        let key = match plan.lock_key(slot, run_id) {
+            Ok(k) => k,
+            Err(why) => {
+                eprintln!("batchguard run: {why}");
+                return Acquire::Failed(CANNOT_RUN);
+            }
+        };
+        let (snapshot_path, digest) = match &opts.drill.snapshot {
+            Some(p) => (
+                Some(p.display().to_string()),
+                std::fs::read(p).ok().map(|b| crate::snapshot::digest(&b)),
+            ),
+            None => plan.snapshot(slot),
+        };
+        if opts.drill.barrier && trigger != Trigger::Retry {
+            barrier();
+        }
+        let kind = plan::store_kind(&plan.store).unwrap_or("store");
+        let mut start = plan.event(run_id, slot, "start", trigger.as_str(), None);
+        start.snapshot_digest = digest;
+        start.detail = Some(format!("store: {kind}"));
+        let req = AcquireRequest {
+            key: key.clone(),
+            job: plan.ledger_job.clone(),
+            scheduled_at: slot,
+            holder: plan.instance.clone(),
+            run_id: run_id.to_owned(),
+            ttl_secs: plan.ttl.as_secs(),
+            max_attempts: plan.max_attempts,
+            manual: opts.manual,
+            start,
+            ledger: self.apart.is_none(),
+        };
+        let sent = Instant::now();
+        let acquired = match self.st.acquire(&req) {
+            Ok(AcquireResult::Acquired(a)) => a,
+            Ok(AcquireResult::Refused(why)) => return self.skipped(slot, trigger, run_id, why),
+            Err(e) => return Acquire::Failed(unreachable(opts, plan, Some(slot), &e)),
+        };
+        if let Some(a) = self.apart.as_mut() {
+            let mut start = req.start.clone();
+            start.at = acquired.at;
+            start.attempt = Some(acquired.attempt);
+            start.fence = Some(acquired.fence);
+            if let Err(e) = Batch::events(vec![start]).map_or(Ok(()), |b| a.write(b)) {
+                eprintln!("batchguard run: {e}");
+            }
+        }
+        Acquire::Taken(Taken {
+            key,
+            sent,
+            acquired,
+            snapshot_path,
+        })
+    }
+
+    /// Item 4: a refused lease is a `skip`, with the reason and the store's kind.
+    fn skipped(
+        &mut self,
+        slot: Timestamp,
+        trigger: Trigger,
+        run_id: &str,
+        why: store::Refusal,
+    ) -> Acquire {
+        let plan = self.plan;
+        let kind = plan::store_kind(&plan.store).unwrap_or("store");
+        let reason = why.to_string();
+        let detail = format!("{reason}; store: {kind}");
+        eprintln!(
+            "batchguard run: job `{}` slot {} skipped: {detail}",
+            plan.job_name,
+            store::rfc3339(slot)
+        );
+        if let (Some(a), store::Refusal::Exhausted { attempts }) = (self.apart.as_mut(), &why) {
+            // The store dead-lettered the slot; its ledger event is ours to write.
+            let mut dl = plan.event(run_id, slot, "dead_letter", trigger.as_str(), None);
+            dl.attempt = Some(*attempts).filter(|a| *a > 0);
+            dl.error_code = Some("ATTEMPTS_EXHAUSTED".into());
+            dl.detail = Some(format!(
+                "all {attempts} attempts were used; the last one never reported an end"
+            ));
+            if let Err(e) = Batch::events(vec![dl]).map_or(Ok(()), |b| a.write(b)) {
+                eprintln!("batchguard run: {e}");
+            }
+        }
+        let ev = plan.event(run_id, slot, "skip", trigger.as_str(), Some(detail));
+        if let Err(e) = self.record(ev) {
+            eprintln!("batchguard run: {e}");
+        }
+        let outcome = match why {
+            store::Refusal::Exhausted { .. } | store::Refusal::DeadLettered => "dead_lettered",
+            _ => "skipped",
+        };
+        Acquire::Skipped { outcome, reason }
+    }
+
+    /// Step 5: the run directory, then the command under the lease's deadline. A failure
+    /// of this host to prepare or start it is a [`Class::SpawnFailed`] attempt.
+    fn supervise(&mut self, slot: Timestamp, run_id: &str, taken: &Taken) -> Ran {
+        let plan = self.plan;
+        let deadline = taken.sent + plan.ttl - plan.safety;
+        let deadline_wall = taken
+            .acquired
+            .at
+            .checked_add(plan.ttl - plan.safety)
+            .unwrap_or(taken.acquired.at);
+        let attempt = taken.acquired.attempt;
+        let run_dir = PathBuf::from(".batchguard/runs").join(run_id);
+        let outputs_path = run_dir.join("outputs");
+        let error_path = run_dir.join("error");
+        let meta = self.apart.as_ref().map(|a| RunMeta {
+            store: plan.store.clone(),
+            ledger: a.src.clone(),
+            job: plan.ledger_job.clone(),
+            scheduled_at: slot,
+        });
+        let mut alive = None;
+        let prepared = std::fs::create_dir_all(&run_dir)
+            .and_then(|()| {
+                alive = Some(hold_run_dir(&run_dir)?);
+                Ok(())
+            })
+            .and_then(|()| meta.as_ref().map_or(Ok(()), |m| write_meta(&run_dir, m)))
+            .and_then(|()| std::fs::write(&outputs_path, b""))
+            .map_err(|e| {
+                let cwd = std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_else(|_| ".".into());
+                format!(
+                    "cannot prepare its run directory {} in {cwd}: {e}",
+                    run_dir.display()
+                )
+            });
+        let argv = prepared.and_then(|()| {
+            plan.argv(slot, run_id, attempt, taken.snapshot_path.as_deref())
+        });
+        let env = plan.env(
+            slot,
+            run_id,
+            attempt,
+            taken.acquired.fence,
+            deadline_wall,
+            taken.snapshot_path.as_deref(),
+            &outputs_path,
+            &error_path,
+        );
+        let result = match &argv {
+            Ok(argv) => process::run(&process::Spec {
+                argv,
+                env: &env,
+                deadline,
+                grace: plan.grace,
+            })
+            .map_err(|e| match e {
+                SpawnError::NotFound(m) => (NOT_FOUND, m),
+                SpawnError::NotExecutable(m) => (NOT_EXECUTABLE, m),
+                SpawnError::Other(m) => (NOT_EXECUTABLE, m),
+            }),
+            Err(why) => Err((CANNOT_RUN, why.clone())),
+        };
+        Ran {
+            result,
+            run_dir,
+            outputs_path,
+            error_path,
+            alive,
+        }
+    }
+
+    /// Steps 6 and 7: the attempt's `end` (outputs, dead letter, release) in one write, the
+    /// outcome said on stderr, and whether to retry.
+    fn record_attempt(
+        &mut self,
+        slot: Timestamp,
+        trigger: Trigger,
+        run_id: &str,
+        taken: &Taken,
+        ran: &Ran,
+        class: &classify::Classified,
+    ) -> Next {
+        let plan = self.plan;
+        let attempt = taken.acquired.attempt;
+        let ended_at = self.st.now().unwrap_or_else(|_| Timestamp::now());
+        let (outputs, rejected) = classify::read_outputs(&ran.outputs_path, ended_at);
+        let mut end = plan.event(run_id, slot, "end", trigger.as_str(), None);
+        end.at = ended_at;
+        end.attempt = Some(attempt);
+        let attempts_left = plan.max_attempts.is_none_or(|m| u64::from(attempt) < m);
+        // A host's failure to start the command is that host's (item 14): the slot is
+        // released for another instance or a later tick, never dead-lettered.
+        let (state, dead_letter, retry) = match &class.class {
+            Class::Success => (SlotState::Succeeded, false, false),
+            Class::Interrupted(_) => (SlotState::Interrupted, false, false),
+            Class::SpawnFailed => (SlotState::Failed, false, false),
+            Class::Retryable if attempts_left => (SlotState::Failed, false, true),
+            _ => (SlotState::Failed, true, false),
+        };
+        let mut detail = Vec::new();
+        if class.class == Class::Success {
+            end.status = Some("success".into());
+        } else {
+            end.status = Some("failure".into());
+            end.error_code = Some(class.code.clone());
+            if !class.message.is_empty() {
+                detail.push(class.message.clone());
+            }
+        }
+        if rejected.count > 0 {
+            detail.push(classify::rejected_detail(&rejected));
+        }
+        if rejected.hashed > 0 {
+            detail.push(classify::hashed_detail(rejected.hashed));
+        }
+        if class.class != Class::Success && !class.stderr_tail.is_empty() {
+            detail.push(format!("stderr: {}", class.stderr_tail));
+        }
+        if !detail.is_empty() {
+            end.detail = Some(store::clip_detail(&detail.join("\n")));
+        }
+        let dl = dead_letter.then(|| {
+            let mut d = plan.event(run_id, slot, "dead_letter", trigger.as_str(), None);
+            d.at = ended_at;
+            d.attempt = Some(attempt);
+            d.error_code = Some(class.code.clone());
+            d.detail = Some(dead_letter_reason(class, attempt, plan.max_attempts));
+            d
+        });
+        let fin = Finish {
+            key: taken.key.clone(),
+            job: plan.ledger_job.clone(),
+            scheduled_at: slot,
+            run_id: run_id.to_owned(),
+            fence: taken.acquired.fence,
+            end,
+            outputs: outputs.clone(),
+            dead_letter: dl,
+            state,
+            ledger: self.apart.is_none(),
+        };
+        self.finish(fin, &ran.run_dir);
+        let (exit_status, signal) = match &ran.result {
+            Ok(o) => match o.exit {
+                process::Exit::Code(c) => (Some(c), None),
+                process::Exit::Signal(s) => (None, Some(s)),
+            },
+            Err(_) => (None, None),
+        };
+        let code = match class.class {
+            Class::Success => 0,
+            _ => exit_code(&ran.result),
+        };
+        let retry_after = retry.then(|| plan::delay(&plan.retry, u64::from(attempt)));
+        self.say(slot, attempt, class, &rejected, dead_letter, retry_after);
+        let outcome = match (&class.class, dead_letter) {
+            (Class::Success, _) => "succeeded",
+            (_, true) => "dead_lettered",
+            _ => "failed",
+        };
+        Next {
+            attempt: report::Attempt {
+                attempt,
+                run_id: run_id.to_owned(),
+                fence: taken.acquired.fence,
+                instance: plan.instance.clone(),
+                started_at: taken.acquired.at,
+                ended_at,
+                exit_status,
+                signal,
+                error_code: (class.class != Class::Success).then(|| class.code.clone()),
+                outputs: outputs.len(),
+                rejected_output_lines: rejected.count,
+            },
+            code,
+            outcome,
+            retry_after,
+        }
+    }
+
+    /// Writes the finish where it belongs. With a ledger apart: the ledger first, then the
+    /// run directory, then the release, so a released lease never leaves a run directory
+    /// whose outputs would be ingested twice.
+    fn finish(&mut self, mut fin: Finish, run_dir: &Path) {
+        if let Some(a) = self.apart.as_mut() {
+            let mut events = vec![fin.end.clone()];
+            events.extend(fin.dead_letter.clone());
+            let batch = Batch {
+                job: fin.job.clone(),
+                scheduled_at: fin.scheduled_at,
+                run_id: fin.run_id.clone(),
+                events,
+                outputs: std::mem::take(&mut fin.outputs),
+            };
+            match a.write(batch) {
+                Ok(()) => remove_run_dir(run_dir),
+                Err(e) => eprintln!("batchguard run: {e}"),
+            }
+            if let Err(e) = write_or_spool(self.st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
+                eprintln!("batchguard run: {e}");
+            }
+        } else {
+            if let Err(e) = write_or_spool(self.st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
+                eprintln!("batchguard run: {e}");
+            }
+            remove_run_dir(run_dir);
+        }
+    }
+
+    /// Item 18: every outcome but a success is one line on stderr, with the slot, the code
+    /// and the OS error or the command's last stderr line.
+    fn say(
+        &self,
+        slot: Timestamp,
+        attempt: u32,
+        class: &classify::Classified,
+        rejected: &classify::Rejections,
+        dead_letter: bool,
+        retry_after: Option<std::time::Duration>,
+    ) {
+        let (opts, plan) = (self.opts, self.plan);
+        let head = format!(
+            "batchguard run: job `{}` slot {} attempt {attempt} of {}",
+            plan.job_name,
+            store::rfc3339(slot),
+            plan.max_attempts
+                .map_or_else(|| "unbounded".to_owned(), |m| m.to_string()),
+        );
+        if rejected.hashed > 0 {
+            eprintln!("{head}: {}", classify::hashed_detail(rejected.hashed));
+        }
+        if rejected.count > 0 {
+            eprintln!("{head}: {}", classify::rejected_detail(rejected));
+        }
+        let last = last_line(&class.stderr_tail);
+        let why = match (&class.class, last) {
+            (Class::Success, _) => return,
+            (Class::SpawnFailed, _) => {
+                eprintln!(
+                    "{head} could not start on this host ({}): {}; the lease is released, so another instance or the next tick works it\n  replay it with: {}",
+                    plan.instance,
+                    class.message,
+                    replay_line(opts, Some(plan), Some(slot))
+                );
+                return;
+            }
+            (Class::Interrupted(sig), _) => {
+                eprintln!(
+                    "{head} was interrupted (SIG{}): ended INTERRUPTED; the next `run` of this job catches it up",
+                    process::signal_name(*sig)
+                );
+                return;
+            }
+            (_, Some(l)) => format!("{} (last stderr line: {l})", class.code),
+            (_, None) if class.code == "TTL_EXCEEDED" => {
+                "TTL_EXCEEDED (stopped at the deadline, before its lease could end)".to_owned()
+            }
+            (_, None) => class.code.clone(),
+        };
+        if let Some(d) = retry_after {
+            eprintln!("{head} failed: {why}; retrying in {} s", d.as_secs());
+        } else if dead_letter {
+            eprintln!(
+                "{head} failed: {why}; dead-lettered: {}\n  after a fix, rerun it with: {}",
+                dead_letter_reason(class, attempt, plan.max_attempts),
+                replay_with(opts, Some(plan), Some(slot), " --manual --reason '…'")
+            );
+        } else {
+            eprintln!("{head} failed: {why}");
+        }
+    }
+}
+
+fn dead_letter_reason(class: &classify::Classified, attempt: u32, max: Option<u64>) -> String {
+    match &class.class {
+        Class::Retryable => format!("attempts exhausted ({attempt} of {})", max.unwrap_or(0)),
+        Class::Fatal => format!("`{}` is classified fatal", class.code),
+        _ => format!(
+            "`{}` is not classified (on_unknown: dead_letter)",
+            class.code
+        ),
+    }
+}
+
+/// The last non-empty line of a stderr tail, at most 200 characters.
+fn last_line(tail: &str) -> Option<String> {
+    let l = tail.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    Some(if l.chars().count() > 200 {
+        let cut: String = l.chars().take(200).collect();
+        format!("{cut}…")
+    } else {
+        l.to_owned()
+    })
+}
+
+enum Acquire {
+    Taken(Taken),
+    Skipped {
+        outcome: &'static str,
+        reason: String,
+    },
+    /// Could not ask (exit code, already said).
+    Failed(u8),
+}
+
+struct Taken {
+    key: String,
+    /// Monotonic time just before the acquire was sent: the deadline counts from it.
+    sent: Instant,
+    acquired: store::Acquired,
+    snapshot_path: Option<String>,
+}
+
+struct Ran {
+    result: Result<process::Outcome, (u8, String)>,
+    run_dir: PathBuf,
+    outputs_path: PathBuf,
+    error_path: PathBuf,
+    /// The run directory's lock, held until the attempt is recorded.
+    #[allow(dead_code)]
+    alive: Option<std::fs::File>,
+}
+
+struct Next {
+    attempt: report::Attempt,
+    code: u8,
+    outcome: &'static str,
+    retry_after: Option<std::time::Duration>,
 }
 
 /// A `--ledger` apart from the store: opened on first use, once (a ledger that cannot be
@@ -140,8 +833,8 @@ struct Apart {
 }
 
 impl Apart {
-    fn new(opts: &Options) -> Option<Apart> {
-        let src = opts.ledger.as_ref().filter(|l| **l != opts.store)?;
+    fn new(opts: &Options, plan: &Plan) -> Option<Apart> {
+        let src = opts.ledger.as_ref().filter(|l| **l != plan.store)?;
         Some(Apart {
             src: src.clone(),
             ledger: None,
@@ -215,347 +908,6 @@ fn write_meta(dir: &Path, meta: &RunMeta) -> std::io::Result<()> {
         .mode(0o600)
         .open(dir.join(RUN_META))?;
     f.write_all(&text)
-}
-
-fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
-    let mut apart = Apart::new(opts);
-    let mut st = match store::open(&opts.store) {
-        Ok(s) => s,
-        Err(e) => {
-            report.outcome = "not_run";
-            report.exit_code = i32::from(CANNOT_RUN);
-            return unreachable(opts, opts.scheduled_at, &e);
-        }
-    };
-    // Leftovers first: spooled writes, and outputs of runs that died.
-    if let Err(e) = catch_up(st.as_mut(), &opts.store) {
-        eprintln!("batchguard run: note: cannot write the spool yet: {e}");
-    }
-    let slot = match plan.slot(opts.scheduled_at, st.as_mut()) {
-        Ok(s) => s,
-        Err(plan::SlotError::Store(e)) => {
-            report.outcome = "not_run";
-            report.exit_code = i32::from(CANNOT_RUN);
-            return unreachable(opts, opts.scheduled_at, &e);
-        }
-        Err(plan::SlotError::Other(why)) => {
-            eprintln!("batchguard run: {why}");
-            report.outcome = "not_run";
-            report.exit_code = i32::from(CANNOT_RUN);
-            return CANNOT_RUN;
-        }
-    };
-    report.scheduled_at = Some(slot);
-    let mut trigger = if opts.manual {
-        "manual"
-    } else if opts.drill.snapshot.is_some() {
-        "replay"
-    } else {
-        "schedule"
-    };
-    let mut run_id = new_run_id();
-    if opts.manual {
-        let ev = plan.event(&run_id, slot, "manual", trigger, opts.reason.clone());
-        if let Err(e) = record(st.as_mut(), &mut apart, ev) {
-            eprintln!("batchguard run: {e}");
-            return CANNOT_RUN;
-        }
-    }
-    loop {
-        let key = match plan.lock_key(slot, &run_id) {
-            Ok(k) => k,
-            Err(why) => {
-                eprintln!("batchguard run: {why}");
-                return CANNOT_RUN;
-            }
-        };
-        let (snapshot_path, digest) = match &opts.drill.snapshot {
-            Some(p) => (
-                Some(p.display().to_string()),
-                std::fs::read(p).ok().map(|b| crate::snapshot::digest(&b)),
-            ),
-            None => plan.snapshot(slot),
-        };
-        if opts.drill.barrier && trigger != "retry" {
-            barrier();
-        }
-        let mut start = plan.event(&run_id, slot, "start", trigger, None);
-        start.snapshot_digest = digest;
-        let req = AcquireRequest {
-            key: key.clone(),
-            job: plan.ledger_job.clone(),
-            scheduled_at: slot,
-            holder: plan.instance.clone(),
-            run_id: run_id.clone(),
-            ttl_secs: plan.ttl.as_secs(),
-            max_attempts: plan.max_attempts,
-            manual: opts.manual,
-            start,
-            ledger: apart.is_none(),
-        };
-        let sent = Instant::now();
-        let acquired = match st.acquire(&req) {
-            Ok(AcquireResult::Acquired(a)) => a,
-            Ok(AcquireResult::Refused(why)) => {
-                let detail = why.to_string();
-                eprintln!(
-                    "batchguard run: job `{}` slot {} skipped: {detail}",
-                    plan.job_name,
-                    store::rfc3339(slot)
-                );
-                if let (Some(a), store::Refusal::Exhausted { attempts }) = (apart.as_mut(), &why) {
-                    // The store dead-lettered the slot; its ledger event is ours to write.
-                    let mut dl = plan.event(&run_id, slot, "dead_letter", trigger, None);
-                    dl.attempt = Some(*attempts).filter(|a| *a > 0);
-                    dl.error_code = Some("ATTEMPTS_EXHAUSTED".into());
-                    dl.detail = Some(format!(
-                        "all {attempts} attempts were used; the last one never reported an end"
-                    ));
-                    if let Err(e) = Batch::events(vec![dl]).map_or(Ok(()), |b| a.write(b)) {
-                        eprintln!("batchguard run: {e}");
-                    }
-                }
-                let ev = plan.event(&run_id, slot, "skip", trigger, Some(detail.clone()));
-                if let Err(e) = record(st.as_mut(), &mut apart, ev) {
-                    eprintln!("batchguard run: {e}");
-                }
-                if report.attempts.is_empty() {
-                    report.outcome = match why {
-                        store::Refusal::Exhausted { .. } | store::Refusal::DeadLettered => {
-                            "dead_lettered"
-                        }
-                        _ => "skipped",
-                    };
-                    report.skip_reason = Some(detail);
-                }
-                report.exit_code = 0;
-                return if report.outcome == "failed" {
-                    u8::try_from(report.exit_code).unwrap_or(1)
-                } else {
-                    0
-                };
-            }
-            Err(e) => {
-                report.outcome = if report.attempts.is_empty() {
-                    "not_run"
-                } else {
-                    "failed"
-                };
-                report.exit_code = i32::from(CANNOT_RUN);
-                return unreachable(opts, Some(slot), &e);
-            }
-        };
-        if let Some(a) = apart.as_mut() {
-            let mut start = req.start.clone();
-            start.at = acquired.at;
-            start.attempt = Some(acquired.attempt);
-            start.fence = Some(acquired.fence);
-            if let Err(e) = Batch::events(vec![start]).map_or(Ok(()), |b| a.write(b)) {
-                eprintln!("batchguard run: {e}");
-            }
-        }
-        let deadline = sent + plan.ttl - plan.safety;
-        let deadline_wall = acquired
-            .at
-            .checked_add(plan.ttl - plan.safety)
-            .unwrap_or(acquired.at);
-        let attempt = acquired.attempt;
-        let run_dir = PathBuf::from(".batchguard/runs").join(&run_id);
-        let outputs_path = run_dir.join("outputs");
-        let error_path = run_dir.join("error");
-        let meta = apart.as_ref().map(|a| RunMeta {
-            store: opts.store.clone(),
-            ledger: a.src.clone(),
-            job: plan.ledger_job.clone(),
-            scheduled_at: slot,
-        });
-        let mut alive = None;
-        let prepared = std::fs::create_dir_all(&run_dir)
-            .and_then(|()| {
-                alive = Some(hold_run_dir(&run_dir)?);
-                Ok(())
-            })
-            .and_then(|()| meta.as_ref().map_or(Ok(()), |m| write_meta(&run_dir, m)))
-            .and_then(|()| std::fs::write(&outputs_path, b""))
-            .map_err(|e| format!("cannot prepare {}: {e}", run_dir.display()));
-        let argv =
-            prepared.and_then(|()| plan.argv(slot, &run_id, attempt, snapshot_path.as_deref()));
-        let started_at = acquired.at;
-        let env = plan.env(
-            slot,
-            &run_id,
-            attempt,
-            acquired.fence,
-            deadline_wall,
-            snapshot_path.as_deref(),
-            &outputs_path,
-            &error_path,
-        );
-        let result = match &argv {
-            Ok(argv) => process::run(&process::Spec {
-                argv,
-                env: &env,
-                deadline,
-                grace: plan.grace,
-            })
-            .map_err(|e| match e {
-                SpawnError::NotFound(m) => (NOT_FOUND, m),
-                SpawnError::NotExecutable(m) => (NOT_EXECUTABLE, m),
-                SpawnError::Other(m) => (NOT_EXECUTABLE, m),
-            }),
-            Err(why) => {
-                eprintln!("batchguard run: {why}");
-                Err((CANNOT_RUN, why.clone()))
-            }
-        };
-        let class = classify::classify(&result, &error_path, &plan.retry);
-        let ended_at = st.now().unwrap_or_else(|_| Timestamp::now());
-        let (outputs, rejected) = classify::read_outputs(&outputs_path, ended_at);
-        let rejected_count = rejected.count;
-        let mut end = plan.event(&run_id, slot, "end", trigger, None);
-        end.at = ended_at;
-        end.attempt = Some(attempt);
-        let attempts_left = plan.max_attempts.is_none_or(|m| u64::from(attempt) < m);
-        let (state, dead_letter, retry_next) = match &class.class {
-            Class::Success => (SlotState::Succeeded, false, false),
-            Class::Interrupted(_) => (SlotState::Interrupted, false, false),
-            Class::Retryable if attempts_left => (SlotState::Failed, false, true),
-            Class::SpawnFailed => (SlotState::Failed, true, false),
-            _ => (SlotState::Failed, true, false),
-        };
-        let mut detail = Vec::new();
-        if class.class == Class::Success {
-            end.status = Some("success".into());
-        } else {
-            end.status = Some("failure".into());
-            end.error_code = Some(class.code.clone());
-            if !class.message.is_empty() {
-                detail.push(class.message.clone());
-            }
-        }
-        if rejected.count > 0 {
-            detail.push(classify::rejected_detail(&rejected));
-        }
-        if class.class != Class::Success && !class.stderr_tail.is_empty() {
-            detail.push(format!("stderr: {}", class.stderr_tail));
-        }
-        if !detail.is_empty() {
-            end.detail = Some(store::clip_detail(&detail.join("\n")));
-        }
-        let dl = dead_letter.then(|| {
-            let mut d = plan.event(&run_id, slot, "dead_letter", trigger, None);
-            d.at = ended_at;
-            d.attempt = Some(attempt);
-            d.error_code = Some(class.code.clone());
-            d.detail = Some(match &class.class {
-                Class::Retryable => format!(
-                    "attempts exhausted ({attempt} of {})",
-                    plan.max_attempts.unwrap_or(0)
-                ),
-                Class::Fatal => format!("`{}` is classified fatal", class.code),
-                _ => format!(
-                    "`{}` is not classified (on_unknown: dead_letter)",
-                    class.code
-                ),
-            });
-            d
-        });
-        let mut fin = Finish {
-            key,
-            job: plan.ledger_job.clone(),
-            scheduled_at: slot,
-            run_id: run_id.clone(),
-            fence: acquired.fence,
-            end,
-            outputs: outputs.clone(),
-            dead_letter: dl,
-            state,
-            ledger: apart.is_none(),
-        };
-        if let Some(a) = apart.as_mut() {
-            // The ledger first, then the run directory, then the release: a released
-            // lease never leaves a run directory whose outputs would be ingested twice.
-            let mut events = vec![fin.end.clone()];
-            events.extend(fin.dead_letter.clone());
-            let batch = Batch {
-                job: fin.job.clone(),
-                scheduled_at: slot,
-                run_id: run_id.clone(),
-                events,
-                outputs: std::mem::take(&mut fin.outputs),
-            };
-            match a.write(batch) {
-                Ok(()) => remove_run_dir(&run_dir),
-                Err(e) => eprintln!("batchguard run: {e}"),
-            }
-            if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
-                eprintln!("batchguard run: {e}");
-            }
-        } else {
-            if let Err(e) = write_or_spool(st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
-                eprintln!("batchguard run: {e}");
-            }
-            remove_run_dir(&run_dir);
-        }
-        drop(alive);
-        let (exit_status, signal) = match &result {
-            Ok(o) => match o.exit {
-                process::Exit::Code(c) => (Some(c), None),
-                process::Exit::Signal(s) => (None, Some(s)),
-            },
-            Err(_) => (None, None),
-        };
-        report.attempts.push(report::Attempt {
-            attempt,
-            run_id: run_id.clone(),
-            fence: acquired.fence,
-            instance: plan.instance.clone(),
-            started_at,
-            ended_at,
-            exit_status,
-            signal,
-            error_code: (class.class != Class::Success).then(|| class.code.clone()),
-            outputs: outputs.len(),
-            rejected_output_lines: rejected_count,
-        });
-        let code = exit_code(&result);
-        report.exit_code = i32::from(code);
-        match &class.class {
-            Class::Success => {
-                report.outcome = "succeeded";
-                return 0;
-            }
-            Class::Interrupted(sig) => {
-                report.outcome = "failed";
-                let c = 128u8.saturating_add(u8::try_from(*sig).unwrap_or(0));
-                report.exit_code = i32::from(c);
-                return c;
-            }
-            _ => {}
-        }
-        if !retry_next {
-            report.outcome = if dead_letter {
-                "dead_lettered"
-            } else {
-                "failed"
-            };
-            return code;
-        }
-        let delay = if opts.drill.no_delay {
-            std::time::Duration::ZERO
-        } else {
-            plan::delay(&plan.retry, u64::from(attempt))
-        };
-        if let Some(sig) = process::sleep_unless_stopped(delay) {
-            report.outcome = "failed";
-            let c = 128u8.saturating_add(u8::try_from(sig).unwrap_or(0));
-            report.exit_code = i32::from(c);
-            return c;
-        }
-        report.outcome = "failed";
-        trigger = "retry";
-        run_id = new_run_id();
-    }
 }
 
 /// Blocks until stdin reaches its end (the drill's barrier; see [`Drill::barrier`]).

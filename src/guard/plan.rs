@@ -5,7 +5,7 @@ use super::Options;
 use crate::manifest::model::{Command, Field, Retry};
 use crate::manifest::template;
 use crate::schedule::Schedule;
-use crate::store::{self, EventRow, Store, StoreError};
+use crate::store::{self, EventRow};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use std::path::{Path, PathBuf};
@@ -13,6 +13,9 @@ use std::time::Duration;
 
 pub struct Plan {
     pub job_name: String,
+    /// The store this run uses, resolved (SPEC 7.1 item 13), and where it came from.
+    pub store: String,
+    pub store_from: String,
     /// The job as the ledger names it.
     pub ledger_job: String,
     pub service: String,
@@ -27,11 +30,91 @@ pub struct Plan {
     pub lock_key: String,
     pub command: Vec<String>,
     pub snapshot: Option<String>,
+    /// `[run] tick_tolerance`, when the config sets it (item 15).
+    pub tick_tolerance: Option<Duration>,
+    /// `retry.catch_up`, when the manifest sets it (item 20).
+    pub catch_up: Option<Duration>,
 }
 
-pub enum SlotError {
-    Store(StoreError),
-    Other(String),
+
+/// The `batchguard.toml` `run` reads: `--config`, else the nearest one above the manifest,
+/// else above the working directory (a crontab line's working directory is often `/`).
+fn run_settings(opts: &Options) -> Result<Option<crate::config::Settings>, String> {
+    let found = match &opts.config {
+        Some(p) => Some(p.clone()),
+        None => opts
+            .manifest
+            .parent()
+            .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
+            .and_then(crate::config::discover)
+            .or_else(|| crate::config::discover(Path::new("."))),
+    };
+    let Some(path) = found else {
+        return Ok(None);
+    };
+    crate::config::load(&path, |k| crate::REGISTRY.find(k).is_some())
+        .map(Some)
+        .map_err(|e| format!("{}: {}", path.display(), e.message))
+}
+
+/// The kind of store a URL names, in the words of the manifest's `lock.store`.
+pub fn store_kind(url: &str) -> Option<&'static str> {
+    if url.starts_with("sqlite:") {
+        Some("sqlite")
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Some("postgres")
+    } else if url.starts_with("mysql://") {
+        Some("mysql")
+    } else if store::is_redis(url) {
+        Some("redis")
+    } else {
+        None
+    }
+}
+
+/// Which store (SPEC 7.1 item 13): `--store`, else `BATCHGUARD_STORE`, else `[run] store`,
+/// else the local SQLite file, but that only for a job whose `lock.store` is `sqlite` or
+/// absent: a job that declares a shared store never falls back to a per-host lock, which is
+/// how a missing flag recreates the incident. A URL of another kind than `lock.store` is
+/// refused. `lock` is `None` for commands that serve every job (`store`, `watch`).
+pub fn choose_store(
+    flag: Option<&str>,
+    env: Option<String>,
+    config: Option<(String, PathBuf)>,
+    lock: Option<&str>,
+    job: &str,
+) -> Result<(String, String), String> {
+    let given = flag
+        .map(|f| (f.to_owned(), "--store".to_owned()))
+        .or_else(|| {
+            env.filter(|e| !e.trim().is_empty())
+                .map(|e| (e.trim().to_owned(), "BATCHGUARD_STORE".to_owned()))
+        })
+        .or_else(|| config.map(|(u, p)| (u, format!("[run] store in {}", p.display()))));
+    let Some((url, from)) = given else {
+        return match lock {
+            None | Some("sqlite") => Ok((store::DEFAULT_URL.to_owned(), "the default".to_owned())),
+            Some(kind) => Err(format!(
+                "job `{job}` keeps its lock in {kind} (`lock.store: {kind}`), and no store URL was given: `run` never falls back to a local file for it, since every host would take its own lock and run the slot. Give the URL with --store URL, the BATCHGUARD_STORE environment variable, or `store = \"…\"` under [run] in batchguard.toml"
+            )),
+        };
+    };
+    let Some(kind) = store_kind(&url) else {
+        return Err(format!(
+            "`{}` ({from}) is not a store URL: give sqlite:PATH, postgres://…, mysql://…, redis://… or rediss://…",
+            crate::db::mask(&url)
+        ));
+    };
+    if let Some(l) = lock
+        && l != "other"
+        && l != kind
+    {
+        return Err(format!(
+            "job `{job}` declares `lock.store: {l}`, but the store {} ({from}) is {kind}: every instance of a job must lock in the one store the manifest names; give a {l} URL",
+            crate::db::mask(&url)
+        ));
+    }
+    Ok((url, from))
 }
 
 /// `grace = min(30 s, ttl/10)`, `safety = max(1 s, ttl/50)` (SPEC 7.1 item 8).
@@ -52,6 +135,26 @@ pub fn timings(ttl: Duration) -> Result<(Duration, Duration), String> {
 /// `delay(i)` of SPEC 3.1 before attempt i+1 (the model's one definition).
 pub fn delay(retry: &Retry, i: u64) -> Duration {
     Duration::from_secs(crate::manifest::retry::delay_secs(retry, i))
+}
+
+/// Who runs it when `--instance` does not say (item 17): `BATCHGUARD_INSTANCE`, else the
+/// host name, PM2's `NODE_APP_INSTANCE` (`host/pm2:2`) and the pid, so four workers of a PM2
+/// cluster and two crontabs of one host are told apart in `held by …`.
+pub fn default_instance() -> String {
+    if let Ok(v) = std::env::var("BATCHGUARD_INSTANCE")
+        && !v.trim().is_empty()
+    {
+        return v.trim().to_owned();
+    }
+    let mut id = hostname();
+    if let Ok(n) = std::env::var("NODE_APP_INSTANCE")
+        && !n.trim().is_empty()
+    {
+        id.push_str("/pm2:");
+        id.push_str(n.trim());
+    }
+    id.push_str(&format!("/{}", std::process::id()));
+    id
 }
 
 fn hostname() -> String {
@@ -173,8 +276,28 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
     {
         return Err("--manual needs --scheduled-at (the slot to recover) and --reason TEXT".into());
     }
+    let settings = run_settings(opts)?;
+    let lock_store = lock.store.value().map(|k| k.as_str());
+    let (store_url, store_from) = if opts.drill.snapshot.is_some() {
+        // A drill's sandbox store is SQLite whatever the job's production store is.
+        (
+            opts.store.clone().unwrap_or_else(|| store::DEFAULT_URL.into()),
+            "--store".to_owned(),
+        )
+    } else {
+        let config = settings
+            .as_ref()
+            .and_then(|s| Some((s.config.run.store.clone()?, s.path.clone()?)));
+        choose_store(
+            opts.store.as_deref(),
+            std::env::var("BATCHGUARD_STORE").ok(),
+            config,
+            lock_store,
+            &opts.job,
+        )?
+    };
     if let Some(l) = &opts.ledger
-        && l != &opts.store
+        && l != &store_url
         && !store::ledger::is_writable_source(l)
     {
         return Err(format!(
@@ -182,18 +305,29 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             crate::db::mask(l)
         ));
     }
-    if store::is_redis(&opts.store) && opts.ledger.as_ref().is_none_or(|l| l == &opts.store) {
+    if store::is_redis(&store_url) && opts.ledger.as_ref().is_none_or(|l| l == &store_url) {
         return Err(format!(
-            "--store {} is Redis, which keeps no ledger: give --ledger SOURCE (sqlite:PATH, postgres://…, mysql://… or a path.jsonl file) so `audit` can read what ran",
-            crate::db::mask(&opts.store)
+            "the store {} ({store_from}) is Redis, which keeps no ledger: give --ledger SOURCE (sqlite:PATH, postgres://…, mysql://… or a path.jsonl file) so `audit` can read what ran",
+            crate::db::mask(&store_url)
         ));
     }
     let retry = job.retry.value().cloned().unwrap_or_default();
+    let catch_up = retry
+        .catch_up
+        .value()
+        .map(|d| Duration::from_secs(d.secs()));
     let plan = Plan {
+        store: store_url,
+        store_from,
+        tick_tolerance: settings
+            .as_ref()
+            .and_then(|s| s.tick_tolerance)
+            .map(|d| Duration::from_secs(d.0)),
+        catch_up,
         job_name: opts.job.clone(),
         ledger_job: opts.job.clone(),
         service: loaded.manifest.service_name(&opts.manifest),
-        instance: opts.instance.clone().unwrap_or_else(hostname),
+        instance: opts.instance.clone().unwrap_or_else(default_instance),
         schedule,
         tz,
         ttl,
@@ -221,16 +355,51 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
 impl Plan {
     /// The slot: `--scheduled-at` when it is a slot of the schedule, else the latest slot
     /// at or before the store's now.
-    pub fn slot(
-        &self,
-        given: Option<Timestamp>,
-        st: &mut dyn Store,
-    ) -> Result<Timestamp, SlotError> {
-        if let Some(t) = given {
-            return self.given_slot(t).map_err(SlotError::Other);
+    /// The slot a tick at `now` (the store's clock) works: the latest at or before it, or the
+    /// next one when the tick is early by at most the tick tolerance (item 15): schedulers
+    /// fire a few ms early, and a host clock may run ahead of the store's.
+    pub fn slot_at(&self, now: Timestamp) -> Result<Timestamp, String> {
+        let latest = self.latest_slot(now);
+        if let Some(next) = self.schedule.next_after(&self.tz, now) {
+            let early = next.duration_since(now);
+            let interval = latest
+                .as_ref()
+                .map_or(SignedDuration::from_hours(24), |l| next.duration_since(*l));
+            let tolerance = SignedDuration::try_from(self.tolerance(interval)).unwrap_or_default();
+            if early <= tolerance {
+                return Ok(next);
+            }
         }
-        let now = st.now().map_err(SlotError::Store)?;
-        self.latest_slot(now).map_err(SlotError::Other)
+        latest
+    }
+
+    /// The tick tolerance for slots `interval` apart: `[run] tick_tolerance` (never more than
+    /// half the interval, so a tick can never be taken for the slot after its own), else the
+    /// smaller of 2 s and a tenth of the interval.
+    pub fn tolerance(&self, interval: SignedDuration) -> Duration {
+        let interval = Duration::try_from(interval).unwrap_or_default();
+        match self.tick_tolerance {
+            Some(t) => t.min(interval / 2),
+            None => Duration::from_secs(2).min(interval / 10),
+        }
+    }
+
+    /// How far before `slot` an unfinished slot is still caught up (item 20):
+    /// `retry.catch_up`, else one interval of the job (the gap before `slot`), at most 1 h,
+    /// so the next tick always catches up the slot just before it.
+    pub fn catch_up_window(&self, slot: Timestamp) -> Duration {
+        if let Some(w) = self.catch_up {
+            return w;
+        }
+        let before = slot
+            .checked_sub(SignedDuration::from_micros(1))
+            .unwrap_or(slot);
+        let gap = self
+            .latest_slot(before)
+            .ok()
+            .and_then(|p| Duration::try_from(slot.duration_since(p)).ok())
+            .unwrap_or(Duration::from_secs(3600));
+        gap.min(Duration::from_secs(3600))
     }
 
     /// `t` when it is a slot of the schedule; else why not, with the next slot.

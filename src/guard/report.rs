@@ -33,6 +33,19 @@ pub struct Report {
     pub skip_reason: Option<String>,
     pub exit_code: i32,
     pub attempts: Vec<Attempt>,
+    /// An unfinished earlier slot this run caught up before its own (SPEC 7.1 item 20).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caught_up: Option<CaughtUp>,
+}
+
+/// The catch-up a run did before its own slot.
+#[derive(Serialize)]
+pub struct CaughtUp {
+    pub scheduled_at: Timestamp,
+    /// succeeded | failed | dead_lettered | skipped | not_run
+    pub outcome: &'static str,
+    pub exit_code: i32,
+    pub attempts: Vec<Attempt>,
 }
 
 impl Report {
@@ -46,6 +59,7 @@ impl Report {
             skip_reason: None,
             exit_code: 125,
             attempts: vec![],
+            caught_up: None,
         }
     }
 

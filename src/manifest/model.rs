@@ -437,6 +437,10 @@ section! {
         fatal: Vec<Spanned<String>>,
         /// dead_letter | retry: what an unclassified error gets.
         on_unknown: OnUnknown,
+        /// How far before the current slot `run` still catches up a slot that was
+        /// interrupted, failed to start or lost its holder (default: one interval, at most
+        /// 1h; `0s` turns catch-up off).
+        catch_up: Duration,
     }
 }
 

@@ -236,6 +236,18 @@ pub struct Abandoned {
     pub scheduled_at: Timestamp,
 }
 
+/// A slot that did not finish and may be worked again (SPEC 7.1 item 20): it ended
+/// interrupted, failed without being dead-lettered (a spawn failure, a retry cut short), or
+/// its holder died (lost: `running` with no live lease).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unfinished {
+    pub scheduled_at: Timestamp,
+    pub attempts: u32,
+    /// `interrupted`, `failed` or `lost`.
+    pub state: String,
+    pub run_id: String,
+}
+
 pub trait Store {
     /// The store's clock.
     fn now(&mut self) -> Result<Timestamp, StoreError>;
@@ -258,6 +270,13 @@ pub trait Store {
     fn as_ledger(&mut self) -> &mut dyn ledger::Ledger;
     fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError>;
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError>;
+    /// The job's unfinished slots at or after `from` (oldest first), with the store's clock
+    /// at the read, so the current slot and its catch-up cost one round trip together.
+    fn unfinished(
+        &mut self,
+        job: &str,
+        from: Timestamp,
+    ) -> Result<(Vec<Unfinished>, Timestamp), StoreError>;
     /// Every lease not released (live, or expired with its holder gone), with the store's
     /// clock at the read. A store that cannot list them says so; `watch` and `metrics`
     /// then show the ledger's view only.

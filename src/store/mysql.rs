@@ -22,7 +22,7 @@
 use super::ledger::{Batch, Ledger};
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished,
 };
 use jiff::Timestamp;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
@@ -696,6 +696,39 @@ UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST({NOW_US} A
             .collect();
         leases.sort_by(|a, b| a.key.cmp(&b.key));
         Ok((leases, now))
+    }
+
+    fn unfinished(
+        &mut self,
+        job: &str,
+        from: Timestamp,
+    ) -> Result<(Vec<Unfinished>, Timestamp), StoreError> {
+        const WHAT: &str = "cannot read the unfinished slots";
+        // The last row carries the clock alone, so an empty answer still has it.
+        let sql = format!(
+            "(SELECT s.scheduled_at, CAST(s.attempts AS CHAR), CASE WHEN s.state = 'running' THEN 'lost' ELSE s.state END, s.run_id, NULL
+FROM batchguard_slots s WHERE s.job = {} AND s.scheduled_at >= {}
+  AND (s.state IN ('failed', 'interrupted') OR (s.state = 'running' AND NOT EXISTS
+    (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > {NOW_US}))))
+UNION ALL SELECT NULL, NULL, NULL, NULL, CAST({NOW_US} AS CHAR)",
+            lit(job),
+            ts(from),
+        );
+        let rows = self.query(sql, WHAT)?;
+        let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
+        let mut out: Vec<(String, i64, String, String)> = rows
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r[0].clone()?,
+                    r[1].as_deref()?.parse().ok()?,
+                    r[2].clone()?,
+                    r[3].clone()?,
+                ))
+            })
+            .collect();
+        out.sort_by_key(|r| r.0.parse::<Timestamp>().ok());
+        Ok((super::sqlite::unfinished_rows(out), now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

@@ -19,7 +19,7 @@
 use super::ledger::{Batch, Ledger};
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, rfc3339,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished, rfc3339,
 };
 use jiff::Timestamp;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
@@ -620,6 +620,42 @@ UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {}",
             .collect();
         leases.sort_by(|a, b| a.key.cmp(&b.key));
         Ok((leases, now))
+    }
+
+    fn unfinished(
+        &mut self,
+        job: &str,
+        from: Timestamp,
+    ) -> Result<(Vec<Unfinished>, Timestamp), StoreError> {
+        const WHAT: &str = "cannot read the unfinished slots";
+        // The last row carries the clock alone, so an empty answer still has it.
+        let sql = format!(
+            "SELECT {}, attempts::text, CASE WHEN state = 'running' THEN 'lost' ELSE state END, run_id, NULL::text
+FROM batchguard_slots s WHERE job = {} AND scheduled_at >= {}
+  AND (state IN ('failed', 'interrupted') OR (state = 'running' AND NOT EXISTS
+    (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > now())))
+UNION ALL SELECT NULL, NULL, NULL, NULL, {}",
+            us("scheduled_at"),
+            lit(job),
+            ts(from),
+            us("now()"),
+        );
+        let rows = self.query(sql, WHAT)?;
+        let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
+        let mut out: Vec<(String, i64, String, String)> = rows
+            .iter()
+            .filter_map(|r| {
+                let at = parse_us(&r[0])?;
+                Some((
+                    rfc3339(at),
+                    r[1].as_deref()?.parse().ok()?,
+                    r[2].clone()?,
+                    r[3].clone()?,
+                ))
+            })
+            .collect();
+        out.sort_by_key(|r| r.0.parse::<Timestamp>().ok());
+        Ok((super::sqlite::unfinished_rows(out), now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

@@ -27,7 +27,7 @@
 use super::ledger::{Batch, Ledger};
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, rfc3339,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished, rfc3339,
 };
 use jiff::Timestamp;
 use redis::{IntoConnectionInfo, Value};
@@ -135,6 +135,35 @@ for i, k in ipairs(KEYS) do
     table.insert(out, k)
     table.insert(out, v)
     table.insert(out, redis.call('PTTL', k))
+  end
+end
+return out
+"#;
+
+/// `unfinished`: KEYS: the job's slots. ARGV: the first slot's epoch seconds, the prefix of
+/// the job's slot keys, the prefix of run keys. The slots at or after it that ended
+/// interrupted or failed, or whose run holds no live lease while marked running (lost).
+const UNFINISHED: &str = r#"
+local t = redis.call('TIME')
+local out = {t[1], t[2]}
+for _, s in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')) do
+  local st = redis.call('HMGET', ARGV[2] .. s, 'attempts', 'state', 'run_id')
+  local state = st[2]
+  if state == 'running' then
+    local live = false
+    local key = st[3] and redis.call('GET', ARGV[3] .. st[3])
+    local held = key and redis.call('GET', key)
+    if held then
+      local ok, l = pcall(cjson.decode, held)
+      live = ok and type(l) == 'table' and l.run_id == st[3]
+    end
+    if not live then state = 'lost' end
+  end
+  if state == 'failed' or state == 'interrupted' or state == 'lost' then
+    table.insert(out, s)
+    table.insert(out, st[1] or '0')
+    table.insert(out, state)
+    table.insert(out, st[3] or '')
   end
 end
 return out
@@ -737,6 +766,36 @@ impl Store for RedisStore {
         }
         let now = now.ok_or_else(|| self.unexpected(WHAT))?;
         Ok((out, now))
+    }
+
+    fn unfinished(
+        &mut self,
+        job: &str,
+        from: Timestamp,
+    ) -> Result<(Vec<Unfinished>, Timestamp), StoreError> {
+        const WHAT: &str = "cannot read the unfinished slots";
+        let keys = vec![self.key("slots", job)];
+        let args = vec![
+            from.as_second().to_string(),
+            self.slot_key(job, ""),
+            self.key("run", ""),
+        ];
+        let reply = self.eval(UNFINISHED, &keys, &args, WHAT)?;
+        let now = self
+            .tick(&reply, 0)
+            .ok_or_else(|| StoreError(format!("{WHAT}: unexpected answer")))?;
+        let rows = reply[2..]
+            .chunks_exact(4)
+            .filter_map(|c| {
+                Some((
+                    text(c.first())?,
+                    int(c.get(1))?,
+                    text(c.get(2))?,
+                    text(c.get(3))?,
+                ))
+            })
+            .collect();
+        Ok((super::sqlite::unfinished_rows(rows), now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

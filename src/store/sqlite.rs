@@ -5,7 +5,7 @@
 use super::ledger::{Batch, Ledger};
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, micros, rfc3339,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished, micros, rfc3339,
 };
 use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
@@ -498,6 +498,30 @@ impl Store for SqliteStore {
         Ok((leases, now))
     }
 
+    fn unfinished(
+        &mut self,
+        job: &str,
+        from: Timestamp,
+    ) -> Result<(Vec<Unfinished>, Timestamp), StoreError> {
+        let now = (self.clock)();
+        let rows: Result<Vec<(String, i64, String, String)>, _> = self.rt.block_on(
+            sqlx::query_as(
+                "SELECT s.scheduled_at, s.attempts, \
+                   CASE WHEN s.state = 'running' THEN 'lost' ELSE s.state END, s.run_id \
+                 FROM batchguard_slots s WHERE s.job = ?1 AND s.scheduled_at >= ?2 \
+                 AND (s.state IN ('failed', 'interrupted') OR (s.state = 'running' AND NOT EXISTS \
+                   (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > ?3))) \
+                 ORDER BY s.scheduled_at",
+            )
+            .bind(job)
+            .bind(rfc3339(from))
+            .bind(micros(now))
+            .fetch_all(&mut self.conn),
+        );
+        let rows = rows.map_err(|e| self.fail("cannot read the unfinished slots", e))?;
+        Ok((unfinished_rows(rows), now))
+    }
+
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {
         let rows = self.rt.block_on(
             sqlx::query(
@@ -705,4 +729,18 @@ impl SqliteStore {
         );
         rows.map_err(|e| self.fail("cannot read the outputs", e))
     }
+}
+
+/// Rows of `(scheduled_at, attempts, state, run_id)` as [`Unfinished`] slots.
+pub(super) fn unfinished_rows(rows: Vec<(String, i64, String, String)>) -> Vec<Unfinished> {
+    rows.into_iter()
+        .filter_map(|(at, attempts, state, run_id)| {
+            Some(Unfinished {
+                scheduled_at: at.parse().ok()?,
+                attempts: u32::try_from(attempts).ok()?,
+                state,
+                run_id,
+            })
+        })
+        .collect()
 }
