@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS batchguard_events (
     error_code      TEXT,
     snapshot_digest TEXT,
     `trigger`       VARCHAR(16)  NOT NULL DEFAULT 'schedule'
-                                 CHECK (`trigger` IN ('schedule', 'retry', 'manual', 'replay')),
+                                 CHECK (`trigger` IN ('schedule', 'retry', 'manual', 'replay', 'catch_up')),
     fence           BIGINT,
     detail          TEXT         CHECK (detail IS NULL OR OCTET_LENGTH(detail) <= 4096),
     KEY batchguard_events_slot (job, scheduled_at),

@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS batchguard_events (
     error_code      TEXT,
     snapshot_digest TEXT,
     "trigger"       TEXT    NOT NULL DEFAULT 'schedule'
-                            CHECK ("trigger" IN ('schedule', 'retry', 'manual', 'replay')),
+                            CHECK ("trigger" IN ('schedule', 'retry', 'manual', 'replay', 'catch_up')),
     fence           INTEGER,
     detail          TEXT    CHECK (detail IS NULL OR length(CAST(detail AS BLOB)) <= 4096)
 );

@@ -286,10 +286,12 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     let tick_tolerance = match &config.run.tick_tolerance {
         None => None,
         Some(s) if s.trim() == "0" => Some(Duration(0)),
-        Some(s) => Some(
-            Duration::parse(s)
-                .map_err(|e| bad(format!("run.tick_tolerance: `{s}` is {e}"), "tick_tolerance"))?,
-        ),
+        Some(s) => Some(Duration::parse(s).map_err(|e| {
+            bad(
+                format!("run.tick_tolerance: `{s}` is {e}"),
+                "tick_tolerance",
+            )
+        })?),
     };
     let src = &config.sources;
     for glob in config

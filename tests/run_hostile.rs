@@ -126,7 +126,7 @@ fn an_alias_bomb_is_refused_fast() {
 }
 
 #[test]
-fn garbage_in_the_outputs_file_is_counted_and_the_good_lines_kept() {
+fn garbage_in_the_outputs_file_is_counted_and_the_good_lines_kept_and_a_long_key_hashed() {
     let d = tempfile::tempdir().expect("tempdir");
     manifest(
         d.path(),
@@ -137,14 +137,35 @@ fn garbage_in_the_outputs_file_is_counted_and_the_good_lines_kept() {
     let o = run_in(d.path(), "m.batchguard.yaml", &[]);
     no_panic(&o);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(outputs(d.path()), ["ok1", "ok2"]);
+    // The 5,000-byte key is kept as its digest, so a second report of it is still seen.
+    let long = batchguard_digest(&"x".repeat(5000));
+    assert_eq!(outputs(d.path()), ["ok1", long.as_str(), "ok2"]);
     let ev = events(d.path());
     let end = ev.iter().find(|e| e.0 == "end").expect("end");
     let detail = end.2.as_deref().unwrap_or_default();
     assert!(
-        detail.starts_with("4 malformed output lines skipped: line 2 (not UTF-8), line 3 (empty), line 4 (contains NUL), line 5 (over 1 KiB)"),
+        detail.starts_with("3 malformed output lines skipped: line 2 (not UTF-8), line 3 (empty), line 4 (contains NUL)"),
         "{detail}"
     );
+    assert!(
+        detail.contains("1 output line over 1 KiB kept as sha256:<hex of the line>"),
+        "{detail}"
+    );
+    // Said on stderr too, not only in the ledger.
+    let err = stderr(&o);
+    assert!(
+        err.contains("1 output line over 1 KiB kept as sha256")
+            && err.contains("3 malformed output lines skipped"),
+        "{err}"
+    );
+}
+
+/// `sha256:` and the hex digest of a line, as `run` keeps an output key over 1 KiB.
+fn batchguard_digest(line: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(line.as_bytes());
+    let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 #[test]
@@ -159,12 +180,15 @@ fn a_100_mb_outputs_file_is_read_in_bounded_memory() {
     no_panic(&o);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // The key after the huge line starts a line of its own only if a newline ended it; the
-    // zeros and `after` are one line here, over 1 KiB: refused and counted.
+    // zeros and `after` are one line here, over 1 KiB: hashed as it streams, never held.
     let r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.path().join("r.json")).expect("report"))
             .expect("json");
-    assert_eq!(r["attempts"][0]["rejected_output_lines"], 1, "{r}");
-    assert!(outputs(d.path()).is_empty());
+    assert_eq!(r["attempts"][0]["rejected_output_lines"], 0, "{r}");
+    assert_eq!(r["attempts"][0]["outputs"], 1, "{r}");
+    let mut line = "\0".repeat(104_857_600);
+    line.push_str("after");
+    assert_eq!(outputs(d.path()), [batchguard_digest(&line)]);
 }
 
 #[test]

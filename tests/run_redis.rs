@@ -51,7 +51,7 @@ fn a_redis_store_without_a_ledger_apart_is_refused_before_anything_runs() {
 }
 
 #[test]
-fn a_successful_run_is_two_round_trips_and_the_acquire_is_one_script() {
+fn a_successful_run_is_three_round_trips_and_the_acquire_is_one_script() {
     let s0 = slot(0);
     let Some(case) = case(
         "rt",
@@ -62,23 +62,21 @@ fn a_successful_run_is_two_round_trips_and_the_acquire_is_one_script() {
     let r = case.db.redis();
     let proxy = redisdb::Proxy::start(&redisdb::host_port(&r.url()));
     let url = proxy.url(&r.url());
-    // With --scheduled-at: the acquire script, then the finish script. Database 0 without
-    // a password needs no set-up command.
+    // With --scheduled-at: the unfinished slots' script, the acquire script, then the
+    // finish script. Database 0 without a password needs no set-up command.
+    let eval = || vec!["EVAL".to_owned()];
     ok(&case.run_on(&url, &["--scheduled-at", &s0]));
-    assert_eq!(
-        proxy.take(),
-        vec![vec!["EVAL".to_owned()], vec!["EVAL".to_owned()]]
-    );
-    // A skip: the acquire only (the `skip` event goes to the ledger apart).
+    assert_eq!(proxy.take(), vec![eval(), eval(), eval()]);
+    // A skip: the unfinished slots and the acquire (the `skip` event goes to the ledger
+    // apart).
     let o = case.run_on(&url, &["--scheduled-at", &s0]);
     ok(&o);
     assert!(err(&o).contains("already succeeded (run "), "{}", err(&o));
-    assert_eq!(proxy.take(), vec![vec!["EVAL".to_owned()]]);
-    // The slot from the store's clock: one `TIME` first.
+    assert_eq!(proxy.take(), vec![eval(), eval()]);
+    // The slot from the store's clock: the first script's answer carries it.
     ok(&case.run_on(&url, &[]));
     let names: Vec<Vec<String>> = proxy.take();
-    assert_eq!(names.len(), 3, "{names:?}");
-    assert_eq!(names[0], vec!["TIME".to_owned()]);
+    assert_eq!(names, vec![eval(), eval(), eval()]);
 
     let ev = case.events();
     let kinds: Vec<&str> = ev.iter().map(|e| e.0.as_str()).collect();
@@ -115,7 +113,7 @@ fn a_fencing_counter_that_went_back_is_refused_until_it_is_moved_past() {
     let o = case.run(&["--scheduled-at", &slot(2)]);
     assert_eq!(o.status.code(), Some(125), "{}", err(&o));
     let e = err(&o);
-    assert!(e.contains("the store refused the lease"), "{e}");
+    assert!(e.contains("refused the lease, so job `j` slot"), "{e}");
     assert!(
         e.contains("the fencing counter of job `j` went back: Redis handed out fence 1, but this host was already given fence 2"),
         "{e}"

@@ -321,9 +321,7 @@ impl Guard<'_> {
         let behind = unfinished.into_iter().find(|u| {
             u.scheduled_at >= oldest
                 && u.scheduled_at < slot
-                && plan
-                    .max_attempts
-                    .is_none_or(|m| u64::from(u.attempts) < m)
+                && plan.max_attempts.is_none_or(|m| u64::from(u.attempts) < m)
         });
         Ok((slot, behind))
     }
@@ -335,7 +333,13 @@ impl Guard<'_> {
         let mut run_id = new_run_id();
         let mut worked = Worked::not_run(CANNOT_RUN);
         if trigger == Trigger::Manual {
-            let ev = plan.event(&run_id, slot, "manual", trigger.as_str(), opts.reason.clone());
+            let ev = plan.event(
+                &run_id,
+                slot,
+                "manual",
+                trigger.as_str(),
+                opts.reason.clone(),
+            );
             if let Err(e) = self.record(ev) {
                 eprintln!("batchguard run: {e}");
                 return worked;
@@ -530,9 +534,8 @@ impl Guard<'_> {
                     run_dir.display()
                 )
             });
-        let argv = prepared.and_then(|()| {
-            plan.argv(slot, run_id, attempt, taken.snapshot_path.as_deref())
-        });
+        let argv = prepared
+            .and_then(|()| plan.argv(slot, run_id, attempt, taken.snapshot_path.as_deref()));
         let env = plan.env(
             slot,
             run_id,

@@ -36,7 +36,6 @@ pub struct Plan {
     pub catch_up: Option<Duration>,
 }
 
-
 /// The `batchguard.toml` `run` reads: `--config`, else the nearest one above the manifest,
 /// else above the working directory (a crontab line's working directory is often `/`).
 fn run_settings(opts: &Options) -> Result<Option<crate::config::Settings>, String> {
@@ -45,7 +44,13 @@ fn run_settings(opts: &Options) -> Result<Option<crate::config::Settings>, Strin
         None => opts
             .manifest
             .parent()
-            .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
             .and_then(crate::config::discover)
             .or_else(|| crate::config::discover(Path::new("."))),
     };
@@ -281,7 +286,9 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
     let (store_url, store_from) = if opts.drill.snapshot.is_some() {
         // A drill's sandbox store is SQLite whatever the job's production store is.
         (
-            opts.store.clone().unwrap_or_else(|| store::DEFAULT_URL.into()),
+            opts.store
+                .clone()
+                .unwrap_or_else(|| store::DEFAULT_URL.into()),
             "--store".to_owned(),
         )
     } else {
@@ -567,5 +574,127 @@ impl Plan {
             fence: None,
             detail: detail.map(|d| store::clip_detail(&d)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan of one job of a manifest written to a temporary folder.
+    fn plan_of(schedule: &str, scheduler: &str, config: Option<&str>) -> (Plan, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let m = dir.path().join("m.batchguard.yaml");
+        std::fs::write(
+            &m,
+            format!(
+                "version: 1\nservice: s\ndeployment:\n  scheduler: {scheduler}\njobs:\n  - name: j\n    schedule: \"{schedule}\"\n    expected_duration: 1s\n    command: [\"true\"]\n    lock:\n      ttl: 60s\n    retry:\n      max_attempts: 1\n"
+            ),
+        )
+        .expect("manifest");
+        if let Some(c) = config {
+            std::fs::write(dir.path().join("batchguard.toml"), c).expect("config");
+        }
+        let opts = Options {
+            manifest: m,
+            job: "j".into(),
+            store: Some("sqlite:x.db".into()),
+            ledger: None,
+            scheduled_at: None,
+            instance: Some("t".into()),
+            manual: false,
+            reason: None,
+            report: None,
+            config: None,
+            command: vec![],
+            rule_code: |_| "BG000",
+            drill: super::super::Drill::default(),
+        };
+        (plan(&opts).expect("plan"), dir)
+    }
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn an_early_tick_works_the_slot_it_anticipates() {
+        // node-cron fired at 01:00:09.986 for the 01:00:10 slot of a 10-second job.
+        let (p, _d) = plan_of("*/10 * * * * *", "node-cron", None);
+        assert_eq!(
+            p.slot_at(t("2026-03-01T01:00:09.986Z")).unwrap(),
+            t("2026-03-01T01:00:10Z")
+        );
+        // A tenth of 10 s is the default tolerance: 1.5 s early is the slot before.
+        assert_eq!(
+            p.slot_at(t("2026-03-01T01:00:08.5Z")).unwrap(),
+            t("2026-03-01T01:00:00Z")
+        );
+        // A host clock 20 ms ahead of the store's: the hourly slot is not missed.
+        let (p, _d) = plan_of("0 * * * *", "crontab", None);
+        assert_eq!(
+            p.slot_at(t("2026-03-01T00:59:59.980Z")).unwrap(),
+            t("2026-03-01T01:00:00Z")
+        );
+        // 2 s is the most it waits for by default, whatever the interval.
+        assert_eq!(
+            p.slot_at(t("2026-03-01T00:59:57Z")).unwrap(),
+            t("2026-03-01T00:00:00Z")
+        );
+        // On time and late ticks work their own slot.
+        assert_eq!(
+            p.slot_at(t("2026-03-01T01:00:00Z")).unwrap(),
+            t("2026-03-01T01:00:00Z")
+        );
+        assert_eq!(
+            p.slot_at(t("2026-03-01T01:00:30Z")).unwrap(),
+            t("2026-03-01T01:00:00Z")
+        );
+    }
+
+    #[test]
+    fn the_tick_tolerance_comes_from_the_config_and_never_reaches_half_an_interval() {
+        let (p, _d) = plan_of(
+            "* * * * *",
+            "crontab",
+            Some("[run]\ntick_tolerance = \"10s\"\n"),
+        );
+        assert_eq!(p.tick_tolerance, Some(Duration::from_secs(10)));
+        assert_eq!(
+            p.slot_at(t("2026-03-01T00:59:51Z")).unwrap(),
+            t("2026-03-01T01:00:00Z")
+        );
+        let (p, _d) = plan_of(
+            "* * * * *",
+            "crontab",
+            Some("[run]\ntick_tolerance = \"5m\"\n"),
+        );
+        assert_eq!(
+            p.slot_at(t("2026-03-01T00:59:29Z")).unwrap(),
+            t("2026-03-01T00:59:00Z")
+        );
+        let (p, _d) = plan_of(
+            "* * * * *",
+            "crontab",
+            Some("[run]\ntick_tolerance = \"0s\"\n"),
+        );
+        assert_eq!(
+            p.slot_at(t("2026-03-01T00:59:59.999Z")).unwrap(),
+            t("2026-03-01T00:59:00Z")
+        );
+    }
+
+    #[test]
+    fn the_catch_up_window_is_one_interval_at_most_an_hour() {
+        let (p, _d) = plan_of("*/5 * * * *", "crontab", None);
+        assert_eq!(
+            p.catch_up_window(t("2026-03-01T01:00:00Z")),
+            Duration::from_secs(300)
+        );
+        let (p, _d) = plan_of("0 2 * * *", "crontab", None);
+        assert_eq!(
+            p.catch_up_window(t("2026-03-01T02:00:00Z")),
+            Duration::from_secs(3600)
+        );
     }
 }

@@ -37,6 +37,8 @@ pub enum TriggerWord {
     Retry,
     Manual,
     Replay,
+    /// An unfinished earlier slot worked by a later tick (SPEC 7.1 item 20).
+    CatchUp,
 }
 
 /// One batchguard ledger event (SPEC 5.1): one line of an events JSONL file, one row of an

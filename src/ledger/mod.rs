@@ -68,6 +68,7 @@ pub enum Trigger {
     Retry,
     Manual,
     Replay,
+    CatchUp,
 }
 
 impl Trigger {
@@ -77,6 +78,7 @@ impl Trigger {
             "retry" => Trigger::Retry,
             "manual" => Trigger::Manual,
             "replay" => Trigger::Replay,
+            "catch_up" => Trigger::CatchUp,
             _ => return None,
         })
     }
@@ -86,6 +88,7 @@ impl Trigger {
             Trigger::Retry => "retry",
             Trigger::Manual => "manual",
             Trigger::Replay => "replay",
+            Trigger::CatchUp => "catch_up",
         }
     }
 }

@@ -411,8 +411,47 @@ impl MysqlStore {
                 }
             }
         }
+        if result.is_ok() {
+            result = self.widen_trigger_check();
+        }
         let _ = self.query("DO RELEASE_LOCK('batchguard_migrate')".into(), WHAT);
         result
+    }
+
+    /// `catch_up` joined the triggers after the first release, and `CREATE TABLE IF NOT
+    /// EXISTS` leaves an older table's check as it was. MariaDB keeps a column's check with
+    /// the column, so `MODIFY` replaces it; MySQL 8 keeps it as a table constraint of its
+    /// own (`…_chk_N`), dropped by name when it still lacks `catch_up`.
+    fn widen_trigger_check(&mut self) -> Result<(), StoreError> {
+        const WHAT: &str = "cannot widen the `trigger` check";
+        const TRIGGERS: &str = "('schedule', 'retry', 'manual', 'replay', 'catch_up')";
+        self.query(
+            format!(
+                "ALTER TABLE batchguard_events MODIFY `trigger` VARCHAR(16) NOT NULL DEFAULT 'schedule' CHECK (`trigger` IN {TRIGGERS})"
+            ),
+            WHAT,
+        )?;
+        let old = self.query(
+            "SELECT c.CONSTRAINT_NAME FROM information_schema.TABLE_CONSTRAINTS t \
+             JOIN information_schema.CHECK_CONSTRAINTS c \
+               ON c.CONSTRAINT_SCHEMA = t.CONSTRAINT_SCHEMA AND c.CONSTRAINT_NAME = t.CONSTRAINT_NAME \
+             WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = 'batchguard_events' \
+               AND t.CONSTRAINT_TYPE = 'CHECK' AND c.CHECK_CLAUSE LIKE '%replay%' \
+               AND c.CHECK_CLAUSE NOT LIKE '%catch_up%'"
+                .into(),
+            WHAT,
+        )?;
+        for name in old
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+        {
+            let name = name.replace('`', "``");
+            self.query(
+                format!("ALTER TABLE batchguard_events DROP CHECK `{name}`"),
+                WHAT,
+            )?;
+        }
+        Ok(())
     }
 
     /// One round trip: the statements of `sql` in one `COM_QUERY`. A deadlock (which

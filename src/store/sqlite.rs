@@ -19,8 +19,17 @@ pub const DDL: [&str; 2] = [
     include_str!("../../schemas/store.sqlite.sql"),
 ];
 
-/// Bumped when the DDL changes; `PRAGMA user_version` says which a file has.
-const SCHEMA_VERSION: i64 = 1;
+/// Bumped when the DDL changes; `PRAGMA user_version` says which a file has. 2: the
+/// `trigger` check admits `catch_up`.
+const SCHEMA_VERSION: i64 = 2;
+
+/// A version 1 events table has a `trigger` check without `catch_up`, and SQLite cannot
+/// alter a check: the table is copied into one made by the current DDL, in the migration's
+/// transaction (its indexes come back with the DDL that follows).
+const WIDEN_TRIGGER: &str = "\
+ALTER TABLE batchguard_events RENAME TO batchguard_events_v1;
+DROP INDEX IF EXISTS batchguard_events_slot;
+DROP INDEX IF EXISTS batchguard_events_run;";
 
 /// Long enough for 50 contenders on one slot to queue, short enough to fail a stuck file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -72,11 +81,36 @@ impl SqliteStore {
                     .execute(&mut conn)
                     .await
                     .map_err(|e| fail("cannot lock the file", e))?;
+                let old: Option<String> = sqlx::query_scalar(
+                    "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'batchguard_events'",
+                )
+                .fetch_optional(&mut conn)
+                .await
+                .map_err(|e| fail("cannot read the schema", e))?;
+                let widen = old.is_some_and(|sql| !sql.contains("catch_up"));
+                if widen {
+                    sqlx::raw_sql(WIDEN_TRIGGER)
+                        .execute(&mut conn)
+                        .await
+                        .map_err(|e| fail("cannot upgrade the tables", e))?;
+                }
                 for ddl in DDL {
                     sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
                         .execute(&mut conn)
                         .await
                         .map_err(|e| fail("cannot create the tables", e))?;
+                }
+                if widen {
+                    sqlx::raw_sql(
+                        "INSERT INTO batchguard_events (rowid, run_id, job, scheduled_at, event, at, \
+                           instance, attempt, status, error_code, snapshot_digest, \"trigger\", fence, detail) \
+                         SELECT rowid, run_id, job, scheduled_at, event, at, instance, attempt, status, \
+                           error_code, snapshot_digest, \"trigger\", fence, detail FROM batchguard_events_v1; \
+                         DROP TABLE batchguard_events_v1",
+                    )
+                    .execute(&mut conn)
+                    .await
+                    .map_err(|e| fail("cannot upgrade the tables", e))?;
                 }
                 sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                     "PRAGMA user_version = {SCHEMA_VERSION}; COMMIT"
