@@ -35,6 +35,7 @@ macro_rules! every_store {
             a_held_lease_is_skipped_naming_the_holder_and_an_expired_one_is_retaken,
             fifty_contenders_on_one_slot_give_one_start_and_forty_nine_skips,
             outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once,
+            interrupted_and_lost_slots_are_caught_up_once_by_the_next_tick,
         );
     };
 }
@@ -413,4 +414,61 @@ pub fn watch_and_metrics_list_the_leases_held_and_not_the_released_ones(kind: Ki
             && prom.contains("batchguard_expired_leases{job_name=\"j\"} 1"),
         "{prom}"
     );
+}
+
+/// SPEC 7.1 item 20 on every store: a slot a deploy's TERM cut short, and one whose holder
+/// died, are each worked once more by the next tick (`trigger: catch_up`), then never again.
+pub fn interrupted_and_lost_slots_are_caught_up_once_by_the_next_tick(kind: Kind) {
+    let Some(case) = Case::new(
+        kind,
+        "catchup",
+        "60s",
+        "      max_attempts: 3\n",
+        r#"["sh", "-c", "echo \"k-$BATCHGUARD_SCHEDULED_AT\" >> \"$BATCHGUARD_OUTPUTS\"; [ \"$HOLD\" = 1 ] && exec sleep 600; exit 0"]"#,
+    ) else {
+        return;
+    };
+    let (s0, s1, s2, s3) = (kind.slot(0), kind.slot(1), kind.slot(2), kind.slot(3));
+    let child = case
+        .cmd(&["--scheduled-at", &s0])
+        .env("HOLD", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !case.events().iter().any(|e| e.0 == "start") {
+        assert!(std::time::Instant::now() < until, "never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(143), "{}", err(&o));
+    let o = case.run(&["--scheduled-at", &s1]);
+    ok(&o);
+    assert!(err(&o).contains("was interrupted (attempt 1 of 3): catching it up"), "{}", err(&o));
+    // A holder that died, its lease ended: lost, caught up by the next tick.
+    case.plant_ghost(&s2);
+    case.expire_leases();
+    let o = case.run(&["--scheduled-at", &s3]);
+    ok(&o);
+    assert!(err(&o).contains(&format!("slot {s2} lost its holder")), "{}", err(&o));
+    // Nothing is left behind: the same tick again only skips.
+    let o = case.run(&["--scheduled-at", &s3]);
+    ok(&o);
+    assert!(!err(&o).contains("catching"), "{}", err(&o));
+    let ends: Vec<Option<String>> = case
+        .events()
+        .into_iter()
+        .filter(|e| e.0 == "end")
+        .map(|e| e.4)
+        .collect();
+    assert_eq!(
+        ends,
+        [Some("INTERRUPTED".to_owned()), None, None, None, None],
+        "s0 interrupted, s0 caught up, s1, s2 caught up, s3"
+    );
+    let mut keys = case.output_keys();
+    keys.dedup();
+    assert_eq!(keys.len(), 4, "{keys:?}");
 }

@@ -493,6 +493,14 @@ impl Case {
                 "run_id",
                 "r-ghost",
             ]);
+            let _: String = r.cmd(&["SET", &format!("{p}:run:r-ghost"), &format!("{p}:lease:j:{slot}")]);
+            let at: jiff::Timestamp = slot.parse().expect("slot");
+            let _: i64 = r.cmd(&[
+                "ZADD",
+                &format!("{p}:slots:j"),
+                &at.as_second().to_string(),
+                slot,
+            ]);
             return;
         }
         self.db.exec(match kind {
