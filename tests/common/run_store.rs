@@ -446,13 +446,21 @@ pub fn interrupted_and_lost_slots_are_caught_up_once_by_the_next_tick(kind: Kind
     assert_eq!(o.status.code(), Some(143), "{}", err(&o));
     let o = case.run(&["--scheduled-at", &s1]);
     ok(&o);
-    assert!(err(&o).contains("was interrupted (attempt 1 of 3): catching it up"), "{}", err(&o));
+    assert!(
+        err(&o).contains("was interrupted (attempt 1 of 3): catching it up"),
+        "{}",
+        err(&o)
+    );
     // A holder that died, its lease ended: lost, caught up by the next tick.
     case.plant_ghost(&s2);
     case.expire_leases();
     let o = case.run(&["--scheduled-at", &s3]);
     ok(&o);
-    assert!(err(&o).contains(&format!("slot {s2} lost its holder")), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("slot {s2} lost its holder")),
+        "{}",
+        err(&o)
+    );
     // Nothing is left behind: the same tick again only skips.
     let o = case.run(&["--scheduled-at", &s3]);
     ok(&o);

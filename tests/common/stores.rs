@@ -493,7 +493,11 @@ impl Case {
                 "run_id",
                 "r-ghost",
             ]);
-            let _: String = r.cmd(&["SET", &format!("{p}:run:r-ghost"), &format!("{p}:lease:j:{slot}")]);
+            let _: String = r.cmd(&[
+                "SET",
+                &format!("{p}:run:r-ghost"),
+                &format!("{p}:lease:j:{slot}"),
+            ]);
             let at: jiff::Timestamp = slot.parse().expect("slot");
             let _: i64 = r.cmd(&[
                 "ZADD",
