@@ -392,9 +392,17 @@ impl Guard<'_> {
         }
     }
 
-    /// Writes one event where the ledger is: the store's tables, or the ledger apart.
-    fn record(&mut self, ev: EventRow) -> Result<(), String> {
+    /// Writes one event where the ledger is: the store's tables, or the ledger apart. Its
+    /// time is the store's, as `start` and `end` are: one clock in one ledger, however far
+    /// this host's clock is off.
+    fn record(&mut self, mut ev: EventRow) -> Result<(), String> {
+        ev.at = self.store_now();
         record(self.st.as_mut(), &mut self.apart, ev)
+    }
+
+    /// The store's clock (an extension of its last answer where it can), else this host's.
+    fn store_now(&mut self) -> Timestamp {
+        self.st.now().unwrap_or_else(|_| Timestamp::now())
     }
 
     /// Step 3 of SPEC 7.1: the lease, in one statement in the store's clock, with `start`;
@@ -477,6 +485,7 @@ impl Guard<'_> {
         if let (Some(a), store::Refusal::Exhausted { attempts }) = (self.apart.as_mut(), &why) {
             // The store dead-lettered the slot; its ledger event is ours to write.
             let mut dl = plan.event(run_id, slot, "dead_letter", trigger.as_str(), None);
+            dl.at = self.st.now().unwrap_or(dl.at);
             dl.attempt = Some(*attempts).filter(|a| *a > 0);
             dl.error_code = Some("ATTEMPTS_EXHAUSTED".into());
             dl.detail = Some(format!(
@@ -582,7 +591,7 @@ impl Guard<'_> {
     ) -> Next {
         let plan = self.plan;
         let attempt = taken.acquired.attempt;
-        let ended_at = self.st.now().unwrap_or_else(|_| Timestamp::now());
+        let ended_at = self.store_now();
         let (outputs, rejected) = classify::read_outputs(&ran.outputs_path, ended_at);
         let mut end = plan.event(run_id, slot, "end", trigger.as_str(), None);
         end.at = ended_at;

@@ -36,6 +36,7 @@ macro_rules! every_store {
             fifty_contenders_on_one_slot_give_one_start_and_forty_nine_skips,
             outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once,
             interrupted_and_lost_slots_are_caught_up_once_by_the_next_tick,
+            every_event_of_run_is_in_the_stores_time_however_the_host_clock_is_off,
         );
     };
 }
@@ -479,4 +480,77 @@ pub fn interrupted_and_lost_slots_are_caught_up_once_by_the_next_tick(kind: Kind
     let mut keys = case.output_keys();
     keys.dedup();
     assert_eq!(keys.len(), 4, "{keys:?}");
+}
+
+/// libfaketime, which moves this process's wall clock (not its monotonic one).
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// SPEC 7.1 item 21's "two clocks": on a host an hour behind, a `skip` and an operator's
+/// `manual` recovery are recorded in the store's time, after the dead letter they follow,
+/// as `start` and `end` are.
+pub fn every_event_of_run_is_in_the_stores_time_however_the_host_clock_is_off(kind: Kind) {
+    if !std::path::Path::new(FAKETIME).is_file() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "libfaketime is missing ({FAKETIME}); .ci/run installs Debian's faketime"
+        );
+        eprintln!("skipped: libfaketime is not installed (apt-get install faketime)");
+        return;
+    }
+    let Some(case) = Case::new(kind, "clock", "60s", NO_RETRY, r#"["false"]"#) else {
+        return;
+    };
+    let s0 = kind.slot(0);
+    // Dead-lettered on an honest host.
+    let o = case.run(&["--scheduled-at", &s0]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    // The same slot again, then its recovery, from a host an hour behind.
+    let behind = |args: &[&str]| {
+        let mut c = case.cmd(args);
+        c.env("LD_PRELOAD", FAKETIME)
+            .env("FAKETIME", "-1h")
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        c.output().expect("run")
+    };
+    let o = behind(&["--scheduled-at", &s0]);
+    ok(&o);
+    assert!(err(&o).contains("dead-lettered"), "{}", err(&o));
+    let o = behind(&[
+        "--scheduled-at",
+        &s0,
+        "--manual",
+        "--reason",
+        "bank fixed the file",
+        "--",
+        "true",
+    ]);
+    ok(&o);
+    let ats = case.event_times();
+    let mut kinds: Vec<&str> = ats.iter().map(|a| a.0.as_str()).collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            "dead_letter",
+            "end",
+            "end",
+            "manual",
+            "skip",
+            "start",
+            "start"
+        ],
+        "{ats:#?}"
+    );
+    let at = |k: &str| {
+        ats.iter()
+            .filter(|a| a.0 == k)
+            .map(|a| a.1)
+            .collect::<Vec<_>>()
+    };
+    let (dead, skip, manual) = (at("dead_letter")[0], at("skip")[0], at("manual")[0]);
+    let recovery_start = *at("start").iter().max().expect("start");
+    assert!(
+        dead <= skip && skip <= manual && manual <= recovery_start,
+        "events out of the store's order: {ats:#?}"
+    );
 }

@@ -427,6 +427,42 @@ impl Case {
             .collect()
     }
 
+    /// Each event's kind and time, in the order written.
+    pub fn event_times(&self) -> Vec<(String, jiff::Timestamp)> {
+        let sql = match self.kind() {
+            Kind::Pg => {
+                "SELECT event, (floor(extract(epoch from at) * 1000000))::bigint::text \
+                 FROM batchguard_events ORDER BY ctid"
+            }
+            Kind::MySql => "SELECT event, at FROM batchguard_events ORDER BY id",
+            Kind::Redis => {
+                let text = std::fs::read_to_string(self.path("ledger.jsonl")).unwrap_or_default();
+                return text
+                    .lines()
+                    .map(|l| {
+                        let v: serde_json::Value = serde_json::from_str(l).expect("json line");
+                        (
+                            v["event"].as_str().expect("event").to_owned(),
+                            v["at"].as_str().expect("at").parse().expect("time"),
+                        )
+                    })
+                    .collect();
+            }
+        };
+        self.db
+            .rows(sql)
+            .into_iter()
+            .map(|r| {
+                let at = r[1].clone().expect("at");
+                let t = match at.parse::<i64>() {
+                    Ok(us) => jiff::Timestamp::from_microsecond(us).expect("time"),
+                    Err(_) => at.parse().expect("time"),
+                };
+                (r[0].clone().expect("event"), t)
+            })
+            .collect()
+    }
+
     fn jsonl_events(&self) -> Vec<Ev> {
         let text = std::fs::read_to_string(self.path("ledger.jsonl")).unwrap_or_default();
         text.lines()
