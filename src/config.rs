@@ -30,6 +30,21 @@ pub struct Config {
     pub files: Files,
     #[serde(default)]
     pub sources: Sources,
+    /// What `batchguard run` takes when its command line and environment do not say.
+    #[serde(default)]
+    pub run: Option<RunSection>,
+}
+
+/// `[run]`: defaults of `batchguard run` for every job under this config (SPEC 7.1).
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// The store URL `run` uses when neither `--store` nor `BATCHGUARD_STORE` gives one.
+    #[serde(default)]
+    pub store: Option<String>,
+    /// How early a tick may arrive and still work the slot it precedes (`2s`).
+    #[serde(default)]
+    pub tick_tolerance: Option<String>,
 }
 
 /// How registration sources are recognised and read (SPEC 3.6), beyond their usual names.
