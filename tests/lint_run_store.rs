@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{NOW, bg};
+use common::{NOW, bg, lint_json};
 use std::fs;
 use std::path::Path;
 
@@ -45,21 +45,6 @@ fn two_hosts(a: &str, b: &str) -> [(String, String); 2] {
             ),
         ),
     ]
-}
-
-fn lint_json(dir: &Path) -> serde_json::Value {
-    let out = bg()
-        .args(["lint", "--format", "json", "--now", NOW])
-        .arg(dir)
-        .output()
-        .expect("lint runs");
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
 }
 
 fn stdout(args: &[&str], dir: &Path) -> String {
@@ -119,7 +104,10 @@ fn two_crontabs_on_one_postgres_store_are_guarded_not_duplicates() {
     );
     assert!(!graph.contains("DUPLICATE"), "{graph}");
     for shown in [&listed, &graph] {
-        assert!(!shown.contains("one@") && !shown.contains("two@"), "{shown}");
+        assert!(
+            !shown.contains("one@") && !shown.contains("two@"),
+            "{shown}"
+        );
     }
 }
 
@@ -151,7 +139,9 @@ fn registrations_not_all_guarded_by_one_shared_store_stay_duplicates() {
         &[
             (
                 "hosts/batch-01/crontab",
-                &format!("0 * * * * cd /srv/billing && batchguard run --job settle-payments {pg} -- {SETTLE}\n"),
+                &format!(
+                    "0 * * * * cd /srv/billing && batchguard run --job settle-payments {pg} -- {SETTLE}\n"
+                ),
             ),
             (
                 "hosts/batch-02/crontab",
@@ -171,11 +161,15 @@ fn the_store_from_the_environment_or_the_config_guards_too() {
     let files = [
         (
             "hosts/batch-01/crontab",
-            format!("BATCHGUARD_STORE=postgres://batch@db.internal/ops\n0 * * * * cd /srv/billing && batchguard run --job settle-payments -- {SETTLE}\n"),
+            format!(
+                "BATCHGUARD_STORE=postgres://batch@db.internal/ops\n0 * * * * cd /srv/billing && batchguard run --job settle-payments -- {SETTLE}\n"
+            ),
         ),
         (
             "hosts/batch-02/crontab",
-            format!("0 * * * * cd /srv/billing && BATCHGUARD_STORE=postgres://batch@db.internal/ops batchguard run --job settle-payments -- {SETTLE}\n"),
+            format!(
+                "0 * * * * cd /srv/billing && BATCHGUARD_STORE=postgres://batch@db.internal/ops batchguard run --job settle-payments -- {SETTLE}\n"
+            ),
         ),
     ];
     let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
@@ -212,7 +206,10 @@ fn bg614_names_the_job_the_registration_and_the_three_ways() {
     assert_eq!(f.len(), 2, "{v}");
     for f in &f {
         let message = f["message"].as_str().expect("message");
-        assert!(message.contains("job `billing/settle-payments`"), "{message}");
+        assert!(
+            message.contains("job `billing/settle-payments`"),
+            "{message}"
+        );
         assert!(message.contains("crontab line 2"), "{message}");
         assert!(message.contains("registered in 2 places"), "{message}");
         assert!(message.contains("exit 125"), "{message}");
@@ -230,7 +227,10 @@ fn bg614_names_the_job_the_registration_and_the_three_ways() {
 #[test]
 fn a_store_of_another_kind_is_bg614_on_its_value() {
     for (store, says) in [
-        ("redis://redis.internal:6379/0", "a redis store, but the job's lock.store is postgres"),
+        (
+            "redis://redis.internal:6379/0",
+            "a redis store, but the job's lock.store is postgres",
+        ),
         ("postgress://db.internal/ops", "not a store URL"),
         ("store.db", "not a store URL"),
     ] {
