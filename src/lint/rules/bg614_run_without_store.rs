@@ -25,9 +25,12 @@ declare_rule! {
     ///   `lock: {store: postgres}` job), or a value that is no store URL at all
     ///   (`postgress://…`, `store.db`): `run` refuses both at every tick.
     ///
-    /// A value lint cannot read (`--store "$STORE"`, `$(VAR)`, a `valueFrom`, a value an
-    /// ecosystem file computes) counts as given; its kind is checked only when its scheme
-    /// is written out (`postgres://batch:$PW@db/ops`).
+    /// A value lint cannot read (`--store "$STORE"`, `$(VAR)`, a `valueFrom` or an
+    /// `envFrom` in the container, a value an ecosystem file computes) counts as given: the
+    /// wiring that keeps a password out of the repository is not reported. Its kind is
+    /// checked only when its scheme is written out (`postgres://batch:$PW@db/ops`). One
+    /// crontab line on one host with no store is not reported: `run` refuses it on its
+    /// first tick, and nothing runs twice.
     ///
     /// ## Why it matters
     /// A lock guards only the processes that take it in the same place. Without a store,
