@@ -6,6 +6,7 @@ use crate::manifest::model::LockStore;
 use crate::project::{Analysis, Place, Scheme, StoreFrom, StoreOfRun, shared};
 use crate::sources::SourceKind;
 use crate::sources::pm2::describe_instances;
+use std::collections::HashMap;
 
 declare_rule! {
     /// ## What it does
@@ -64,6 +65,9 @@ declare_rule! {
     }
 }
 
+/// Registrations named in a message; the count is always said.
+const MAX_LISTED: usize = 5;
+
 /// The help line: the three ways, with the job's store kind in them.
 fn three_ways(kind: LockStore) -> String {
     let url = match kind {
@@ -76,8 +80,14 @@ fn three_ways(kind: LockStore) -> String {
     )
 }
 
-/// Why registration `r` of job `j` runs on several hosts, when it does.
-fn several_hosts(cx: &Analysis, r: usize, j: usize) -> Option<String> {
+/// Why registration `r` of job `j` runs on several hosts, when it does. `tied`: the
+/// unsuspended registrations of each job.
+fn several_hosts(
+    cx: &Analysis,
+    r: usize,
+    j: usize,
+    tied: &HashMap<usize, Vec<usize>>,
+) -> Option<String> {
     let reg = &cx.project.regs[r];
     if reg.kind == SourceKind::Kubernetes {
         return Some("a Kubernetes CronJob, whose pods run on any node".to_owned());
@@ -96,18 +106,22 @@ fn several_hosts(cx: &Analysis, r: usize, j: usize) -> Option<String> {
             describe_instances(written, reg.instances)
         ));
     }
-    let places: Vec<String> = cx
-        .project
-        .regs
+    let regs = tied.get(&j).map(Vec::as_slice).unwrap_or_default();
+    let mut places: Vec<String> = regs
         .iter()
-        .enumerate()
-        .filter(|(k, other)| cx.ties[*k] == Some(j) && !other.suspended())
-        .map(|(k, other)| format!("{} at {}", other.label, cx.where_(Place::Reg(k))))
+        .take(MAX_LISTED)
+        .map(|&k| {
+            let label = &cx.project.regs[k].label;
+            format!("{label} at {}", cx.where_(Place::Reg(k)))
+        })
         .collect();
-    if places.len() > 1 {
+    if regs.len() > 1 {
+        if regs.len() > MAX_LISTED {
+            places.push(format!("and {} more", regs.len() - MAX_LISTED));
+        }
         return Some(format!(
             "registered in {} places: {}",
-            places.len(),
+            regs.len(),
             places.join(", ")
         ));
     }
@@ -121,6 +135,14 @@ fn several_hosts(cx: &Analysis, r: usize, j: usize) -> Option<String> {
 
 impl Rule for RunWithoutStore {
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
+        let mut tied: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (r, reg) in cx.project.regs.iter().enumerate() {
+            if let Some(j) = cx.ties[r]
+                && !reg.suspended()
+            {
+                tied.entry(j).or_default().push(r);
+            }
+        }
         for (r, reg) in cx.project.regs.iter().enumerate() {
             let Some(j) = cx.ties[r] else { continue };
             if reg.suspended() {
@@ -143,7 +165,7 @@ impl Rule for RunWithoutStore {
                     if !shared(declared) {
                         continue; // a SQLite job falls back to the local file, as meant
                     }
-                    let Some(why) = several_hosts(cx, r, j) else {
+                    let Some(why) = several_hosts(cx, r, j, &tied) else {
                         continue;
                     };
                     (
