@@ -97,6 +97,20 @@ fn two_crontabs_on_one_postgres_store_are_guarded_not_duplicates() {
         listed.contains("crontab line 2: one of 2 registrations of job `billing/settle-payments`"),
         "{listed}"
     );
+    let json = stdout(&["lint", "--list-files", "--format", "json"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let notes: Vec<&str> = v["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .flat_map(|f| f["notes"].as_array().into_iter().flatten())
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert_eq!(
+        notes.iter().filter(|n| n.contains(note)).count(),
+        2,
+        "{json}"
+    );
     let graph = stdout(&["graph"], dir.path());
     assert!(
         graph.contains(&format!("2 registrations, {note}")),
