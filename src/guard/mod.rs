@@ -119,10 +119,7 @@ fn shell_quote(a: &str) -> String {
 
 fn unreachable(opts: &Options, slot: Option<Timestamp>, e: &store::StoreError) -> u8 {
     let shown = slot.map_or_else(|| "the current slot".to_owned(), store::rfc3339);
-    let (what, why) = match e.refusal() {
-        Some(why) => ("refused the lease", why),
-        None => ("is unreachable", e.0.as_str()),
-    };
+    let (what, why) = (e.kind().says(), e.0.as_str());
     eprintln!(
         "batchguard run: the store {what}, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
         opts.job,
@@ -219,7 +216,16 @@ fn write_meta(dir: &Path, meta: &RunMeta) -> std::io::Result<()> {
 
 fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
     let mut apart = Apart::new(opts);
-    let mut st = match store::open(&opts.store) {
+    let url = match store::StoreUrl::parse(&opts.store) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("batchguard run: --store {e}");
+            report.outcome = "not_run";
+            report.exit_code = i32::from(CANNOT_RUN);
+            return CANNOT_RUN;
+        }
+    };
+    let mut st = match store::open(&url) {
         Ok(s) => s,
         Err(e) => {
             report.outcome = "not_run";

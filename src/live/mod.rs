@@ -482,7 +482,8 @@ fn open_store(url: &str) -> Result<Box<dyn Store>, String> {
             ));
         }
     }
-    crate::store::open(url).map_err(|e| e.0)
+    let url = crate::store::StoreUrl::parse(url).map_err(|e| format!("--store {e}"))?;
+    crate::store::open(&url).map_err(|e| e.0)
 }
 
 /// Each kept manifest job's thresholds, by the name the audit shows it with.
