@@ -393,7 +393,7 @@ impl PgStore {
         let rows = self.query(
             "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE n.nspname = current_schema() AND c.relname LIKE 'batchguard\\_%' \
-             AND c.relkind IN ('r', 'p', 'S') ORDER BY 1"
+             AND (c.relkind IN ('r', 'p') OR c.relname = 'batchguard_fence') ORDER BY 1"
                 .into(),
             "cannot list the tables",
         )?;
