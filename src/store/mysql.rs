@@ -392,10 +392,7 @@ impl MysqlStore {
                 .into(),
             "cannot list the tables",
         )?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| r.into_iter().next().flatten())
-            .collect())
+        Ok(super::repair::first_column(rows))
     }
 
     /// The highest fence per job in the ledger tables.
@@ -404,10 +401,7 @@ impl MysqlStore {
             "SELECT job, CAST(max(fence) AS CHAR) FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job".into(),
             "cannot read the fences",
         )?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.as_deref()?.parse().ok()?)))
-            .collect())
+        Ok(super::repair::fences_of_rows(rows))
     }
 
     /// Moves the fencing counter past `fence` (never back); answers its next value.

@@ -397,10 +397,7 @@ impl PgStore {
                 .into(),
             "cannot list the tables",
         )?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| r.into_iter().next().flatten())
-            .collect())
+        Ok(super::repair::first_column(rows))
     }
 
     /// The highest fence per job in the ledger tables.
@@ -409,10 +406,7 @@ impl PgStore {
             "SELECT job, max(fence)::text FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job".into(),
             "cannot read the fences",
         )?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.as_deref()?.parse().ok()?)))
-            .collect())
+        Ok(super::repair::fences_of_rows(rows))
     }
 
     /// Moves the fencing sequence past `fence` (never back); answers its next value.

@@ -257,6 +257,20 @@ pub fn repair(url: &StoreUrl, ledger: &str) -> Result<String, StoreError> {
     Ok(out)
 }
 
+/// The first column of a text answer (PostgreSQL, MySQL), its NULLs left out.
+pub(super) fn first_column(rows: Vec<Vec<Option<String>>>) -> Vec<String> {
+    rows.into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect()
+}
+
+/// `job, max(fence)` rows of a text answer as the highest fence per job.
+pub(super) fn fences_of_rows(rows: Vec<Vec<Option<String>>>) -> BTreeMap<String, i64> {
+    rows.into_iter()
+        .filter_map(|r| Some((r.first()?.clone()?, r.get(1)?.as_deref()?.parse().ok()?)))
+        .collect()
+}
+
 fn sql_repair(next: i64) -> Repaired {
     Repaired {
         counters: vec![("*".into(), next)],
