@@ -48,7 +48,10 @@ fn run_refuses_a_string_that_is_no_store_url_with_125_and_no_replay_line() {
         let e = said(&o, url, why);
         assert!(!e.contains("replay it with"), "{e}");
         assert!(!dir.path().join("ran").exists(), "the command ran");
-        assert!(!dir.path().join(".batchguard").exists(), "{url}: a store was made");
+        assert!(
+            !dir.path().join(".batchguard").exists(),
+            "{url}: a store was made"
+        );
     }
 }
 
@@ -66,7 +69,10 @@ fn store_watch_and_metrics_refuse_it_with_2() {
             assert_eq!(o.status.code(), Some(2), "store {action} {url}");
             said(&o, url, why);
         }
-        for cmd in [&["watch", "--once"][..], &["metrics", "--textfile", "m.prom"]] {
+        for cmd in [
+            &["watch", "--once"][..],
+            &["metrics", "--textfile", "m.prom"],
+        ] {
             let o = bg()
                 .current_dir(dir.path())
                 .args(cmd)
