@@ -75,6 +75,24 @@ enum Store {
 }
 
 impl Store {
+    /// `run` of job `r` for `slot` as `instance`, from `dir`, on this store (with its ledger
+    /// apart, where it needs one); stdin closed.
+    fn run(&self, dir: &std::path::Path, slot: &str, instance: &str) -> Command {
+        let mut c = Command::new(common::bin());
+        c.current_dir(dir)
+            .args(["run", "--manifest", "m.batchguard.yaml", "--job", "r"])
+            .args(["--store", &self.url()])
+            .args(
+                self.ledger_apart()
+                    .map(|l| ["--ledger", l])
+                    .into_iter()
+                    .flatten(),
+            )
+            .args(["--scheduled-at", slot, "--instance", instance])
+            .stdin(Stdio::null());
+        c
+    }
+
     /// The fencing counter's value (the last fence handed out).
     fn counter(&self, dir: &std::path::Path) -> i64 {
         let text = match self {
@@ -249,24 +267,9 @@ fn consecutive(store: Store) {
         "version: 1\nservice: race\njobs:\n  - name: r\n    schedule: \"* * * * *\"\n    expected_duration: 1s\n    command: [\"sleep\", \"0.2\"]\n    lock:\n      key: \"{job}:{scheduled_at}\"\n      ttl: 60s\n    retry:\n      max_attempts: 1\n",
     )
     .unwrap();
-    let url = store.url();
     let run = |slot: &str, instance: &str, extra: &[&str]| {
-        let mut c = Command::new(common::bin());
-        c.current_dir(d)
-            .args(["run", "--manifest", "m.batchguard.yaml", "--job", "r"])
-            .args(["--store", &url])
-            .args(
-                store
-                    .ledger_apart()
-                    .map(|l| ["--ledger", l])
-                    .into_iter()
-                    .flatten(),
-            )
-            .args(["--scheduled-at", slot, "--instance", instance])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let mut c = store.run(d, slot, instance);
+        c.args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
         c
     };
     let base = jiff::Timestamp::from_second(1_772_330_400).unwrap();
@@ -362,24 +365,8 @@ fn race(store: Store) {
             let mut children: Vec<(usize, Child)> = Vec::new();
             for &i in chunk {
                 for p in 0..procs {
-                    let c = Command::new(&bin)
-                        .current_dir(d)
-                        .args(["run", "--manifest", "m.batchguard.yaml", "--job", "r"])
-                        .args(["--store", &url])
-                        .args(
-                            store
-                                .ledger_apart()
-                                .map(|l| ["--ledger", l])
-                                .into_iter()
-                                .flatten(),
-                        )
-                        .args([
-                            "--scheduled-at",
-                            &slot_of(i),
-                            "--instance",
-                            &format!("i{p}"),
-                        ])
-                        .stdin(Stdio::null())
+                    let c = store
+                        .run(d, &slot_of(i), &format!("i{p}"))
                         .stdout(Stdio::null())
                         .stderr(Stdio::null())
                         .spawn()

@@ -134,6 +134,13 @@ fn a_redis_without_its_epoch_is_refused_until_store_repair_and_the_counter_does_
         "a refusal wrote nothing: {:?}",
         r.keys()
     );
+    let st = case.bg(&["store", "status", "--store", &case.url()]);
+    ok(&st);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        text.starts_with("epoch: none: every acquire is refused until `batchguard store repair"),
+        "{text}"
+    );
     // `store migrate` will not set up a Redis this working directory was given fences by.
     let m = case.migrate();
     assert_eq!(m.status.code(), Some(2), "{}", err(&m));
@@ -157,6 +164,9 @@ fn a_redis_without_its_epoch_is_refused_until_store_repair_and_the_counter_does_
         said.contains("2 slot markers restored (2 succeeded, 0 dead-lettered)"),
         "{said}"
     );
+    let st = case.bg(&["store", "status", "--store", &case.url()]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(text.starts_with("epoch: repair "), "{text}");
     let o = case.run(&["--scheduled-at", &slot(0)]);
     ok(&o);
     assert!(err(&o).contains("already succeeded"), "{}", err(&o));

@@ -59,6 +59,17 @@ pub(super) fn run(args: StoreArgs) -> Result<Outcome, Error> {
             }
         }
         StoreAction::Status => {
+            if url.kind() == store::StoreKind::Redis {
+                let epoch = store::redis::RedisStore::open(&url)
+                    .and_then(|mut r| r.epoch())
+                    .map_err(|e| failed("store status", e))?;
+                print(&match epoch {
+                    Some(e) => format!("epoch: {e}\n"),
+                    None => format!(
+                        "epoch: none: every acquire is refused until `batchguard store repair --store '{url}' --ledger SOURCE` (or, for a new Redis, `batchguard store migrate`)\n"
+                    ),
+                });
+            }
             let mut st = store::open(&url).map_err(|e| failed("store status", e))?;
             let job = args.job.as_deref();
             // The leases not released, live or stale, as `watch` lists them; a store that

@@ -431,6 +431,15 @@ impl RedisStore {
         format!("{}:epoch", self.cfg.prefix)
     }
 
+    /// The epoch's value (what wrote it, when), or `None`: every acquire is then refused.
+    pub fn epoch(&mut self) -> Result<Option<String>, StoreError> {
+        let key = self.epoch_key();
+        redis::cmd("GET")
+            .arg(&key)
+            .query(&mut self.conn)
+            .map_err(|e| self.fail("cannot read the epoch", e))
+    }
+
     /// `store migrate`: writes the epoch a new Redis (or one that ran batchguard before
     /// epochs existed) needs before any acquire. A Redis with no key of batchguard's is new
     /// or lost its data; when this working directory was given fences by it, it lost them,

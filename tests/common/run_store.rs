@@ -51,6 +51,7 @@ macro_rules! databases {
             a_successful_run_is_at_most_three_round_trips_and_the_acquire_is_one,
             an_unmigrated_database_is_refused_naming_store_migrate,
             watch_and_metrics_list_the_leases_held_and_not_the_released_ones,
+            store_repair_moves_a_counter_that_went_back_past_the_ledger,
         );
     };
 }
@@ -599,4 +600,32 @@ pub fn every_event_of_run_is_in_the_stores_time_however_the_host_clock_is_off(ki
         dead <= skip && skip <= manual && manual <= recovery_start,
         "events out of the store's order: {ats:#?}"
     );
+}
+
+/// A database restored from a backup older than its ledger: the counter went back.
+/// `store repair` (the ledger: the store's own tables) moves it past the ledger's highest
+/// fence, and the next run's fence is above every fence handed out.
+pub fn store_repair_moves_a_counter_that_went_back_past_the_ledger(kind: Kind) {
+    let Some(case) = Case::new(kind, "repair", "60s", NO_RETRY, r#"["true"]"#) else {
+        return;
+    };
+    ok(&case.run(&["--scheduled-at", &kind.slot(0)]));
+    ok(&case.run(&["--scheduled-at", &kind.slot(1)]));
+    case.db.exec(match kind {
+        Kind::Pg => "SELECT setval('batchguard_fence', 1, false)",
+        _ => "UPDATE batchguard_fence SET value = 0 WHERE id = 1",
+    });
+    let rep = case.bg(&["store", "repair", "--store", &case.url()]);
+    ok(&rep);
+    let said = String::from_utf8_lossy(&rep.stdout);
+    assert!(said.contains("the highest fence there is 2"), "{said}");
+    assert!(said.contains("the next fence is 3"), "{said}");
+    ok(&case.run(&["--scheduled-at", &kind.slot(2)]));
+    let fences: Vec<Option<i64>> = case
+        .events()
+        .iter()
+        .filter(|e| e.0 == "start")
+        .map(|e| e.2)
+        .collect();
+    assert_eq!(fences, [Some(1), Some(2), Some(3)]);
 }
