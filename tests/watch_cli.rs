@@ -40,21 +40,39 @@ fn off_a_terminal_each_refresh_is_a_line_until_for_ends() {
         "{text}"
     );
 
-    // JSON lines, and --exit-on-alert stops at the first refresh that has one.
-    let o = c.bg(&[
-        "watch",
-        "--store",
-        &url,
-        "--manifest",
-        "m.batchguard.yaml",
-        "--since",
-        "3h",
-        "--format",
-        "json",
-        "--exit-on-alert",
-        "--for",
-        "1m",
-    ]);
+    // The two slots of the window before the job's first run are not its to run: said
+    // once, no alert, and a `--for` watch passes.
+    let watch_3h = |for_: &str| {
+        c.bg(&[
+            "watch",
+            "--store",
+            &url,
+            "--manifest",
+            "m.batchguard.yaml",
+            "--since",
+            "3h",
+            "--format",
+            "json",
+            "--exit-on-alert",
+            "--for",
+            for_,
+        ])
+    };
+    let o = watch_3h("1s");
+    ok(&o);
+    let first = std::str::from_utf8(&o.stdout).unwrap().lines().next();
+    let v: serde_json::Value = serde_json::from_str(first.expect("a line")).unwrap();
+    assert_eq!(v["jobs"][0]["missed"], 0, "{v}");
+    assert_eq!(v["notes"][0]["reason"], "before_first_run", "{v}");
+    assert_eq!(v["notes"][0]["slots"], 2, "{v}");
+
+    // JSON lines, and --exit-on-alert stops at the first refresh that has one: with
+    // `since:` three hours ago, the two slots before the first run were missed.
+    let since = live::ts(now() - mins(180));
+    let m = c.path("m.batchguard.yaml");
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&m, format!("{text}    since: {since}\n")).unwrap();
+    let o = watch_3h("1m");
     assert_eq!(
         o.status.code(),
         Some(1),

@@ -6,7 +6,7 @@ use super::alerts::{self, Alert, AlertKind};
 use super::counters::{Counters, holder, skip_reason};
 use super::window::Window;
 use super::{Ended, JobLimits, Names, Open};
-use crate::audit::{AuditResult, Metrics};
+use crate::audit::{AuditNote, AuditResult, Metrics};
 use crate::ledger::EventKind;
 use crate::ledger::tail::{DrillRecord, Polled};
 use crate::store::HeldLease;
@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub findings: BTreeMap<&'static str, u64>,
     /// The audit's totals over the window.
     pub totals: Metrics,
+    /// Jobs whose slots before their first event (no `since`) were not counted.
+    pub notes: Vec<AuditNote>,
     /// How long the refresh took (milliseconds).
     pub refresh_ms: f64,
     /// Counters since the first row (for `metrics`).
@@ -449,6 +451,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
         alert_counts: counts,
         findings,
         totals: audit.totals.clone(),
+        notes: audit.notes.clone(),
         refresh_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
         counters: counters.by_job(),
     }

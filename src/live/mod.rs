@@ -209,6 +209,9 @@ struct Side {
     rows: u64,
     /// Rows of older slots than this are not kept in the window (they are still counted).
     keep_from: Timestamp,
+    /// Per shown job (by number), the earliest `scheduled_at` of its events: where its
+    /// slots start to count when it has no `since` (the window alone cannot say).
+    first_seen: Vec<Timestamp>,
 }
 
 impl TailSink for Side {
@@ -221,6 +224,11 @@ impl TailSink for Side {
         if ev.scheduled_at >= self.keep_from {
             self.window.push_event(e, id);
         }
+        let i = id as usize;
+        if self.first_seen.len() <= i {
+            self.first_seen.resize(i + 1, Timestamp::MAX);
+        }
+        self.first_seen[i] = self.first_seen[i].min(ev.scheduled_at);
         self.counters.event(&job, e, &self.open);
         match ev.event {
             EventKind::Start => {
@@ -361,6 +369,7 @@ impl Live {
                 first_errors: Vec::new(),
                 rows: 0,
                 keep_from: Timestamp::MIN,
+                first_seen: Vec::new(),
             },
             refreshes: 0,
         })
@@ -438,6 +447,12 @@ impl Live {
         self.side
             .window
             .events(from, to, &mut |e| a.event_ref(&e.event));
+        for (id, &first) in self.side.first_seen.iter().enumerate() {
+            if first == Timestamp::MAX {
+                continue;
+            }
+            a.first_event(self.side.names.by_id(id as u32), first);
+        }
         a.events_done();
         let mut tally = a.output_tally();
         self.side
