@@ -312,7 +312,9 @@ fn a_named_pipe_is_read_once() {
 
 /// Two jobs: `hourly` ran clean, `daily` (02:00), deployed before the window, never ran.
 fn two_jobs() -> String {
-    manifest("  - name: daily\n    schedule: \"0 2 * * *\"\n    timezone: UTC\n    since: 2026-02-01T00:00:00Z\n")
+    manifest(
+        "  - name: daily\n    schedule: \"0 2 * * *\"\n    timezone: UTC\n    since: 2026-02-01T00:00:00Z\n",
+    )
 }
 
 #[test]

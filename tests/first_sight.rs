@@ -111,7 +111,9 @@ fn audit_counts_from_the_first_run_and_says_how_many_slots_it_did_not_count() {
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
-        text.contains("3 slots before the first run (2026-03-01T03:00:00+00:00) are not counted: set `since:`"),
+        text.contains(
+            "3 slots before the first run (2026-03-01T03:00:00+00:00) are not counted: set `since:`"
+        ),
         "{text}"
     );
     assert_eq!(text.matches("AU101").count(), 1, "{text}");
@@ -128,10 +130,7 @@ fn audit_counts_from_since_when_the_manifest_gives_it() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         missed(&v),
-        [
-            "2026-03-01T02:00:00Z",
-            "2026-03-01T04:00:00Z"
-        ],
+        ["2026-03-01T02:00:00Z", "2026-03-01T04:00:00Z"],
         "slots from since on count, those before do not: {v}"
     );
     assert_eq!(v["jobs"][0]["expected"], 4);
@@ -311,7 +310,10 @@ fn lint_reports_a_bad_since_as_bg004_at_its_value() {
             .iter()
             .find(|f| f["code"] == "BG004")
             .unwrap_or_else(|| panic!("BG004 for {value}: {v}"));
-        assert!(f["message"].as_str().unwrap().contains(says), "{value}: {f}");
+        assert!(
+            f["message"].as_str().unwrap().contains(says),
+            "{value}: {f}"
+        );
         let line = m.lines().position(|l| l.contains("since:")).unwrap() + 1;
         assert_eq!(f["line"], line, "{value}: {f}");
         assert_eq!(f["column"], 12, "the value, after `    since: `: {f}");

@@ -325,3 +325,146 @@ fn live_rows(db: &std::path::Path, sql: &str) -> i64 {
             .expect("query")
     })
 }
+
+/// `watch` in a tmux pane of its own: the pane's shell ignores HUP and records the exit
+/// code of `watch`, which writes its pid first. With `own_session`, `watch` runs in a
+/// session of its own (`setsid`): its terminal going away then sends it no signal, and
+/// only end of file on its input can tell it.
+struct Pane {
+    tmux: Tmux,
+    /// Keeps the store's folder while `watch` reads it.
+    _case: Case,
+    pid: i32,
+    exit_file: std::path::PathBuf,
+}
+
+fn watch_in_pane(tag: &str, args: &str, own_session: bool, ready: &str) -> Option<Pane> {
+    let tmux = Tmux::new(tag)?;
+    let c = Case::sqlite(&manifest(&[("report", "* * * * *", "1s", "1m", "")]));
+    let (pid_file, exit_file) = (c.path("pid.txt"), c.path("exit.txt"));
+    let script = format!(
+        "cd '{dir}' && trap '' HUP; NO_COLOR=1 {setsid} sh -c 'echo $$ > {pid}; exec {bin} watch --store {url} --manifest m.batchguard.yaml --interval 1h {args}'; echo $? > '{exit}'",
+        dir = c.dir.path().display(),
+        setsid = if own_session { "setsid -w" } else { "" },
+        pid = pid_file.display(),
+        bin = bin().display(),
+        url = c.url(),
+        exit = exit_file.display(),
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "w",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        &script,
+    ]);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    tmux.until(ready, |s| s.contains(ready));
+    let pid = file_of(&tmux, &pid_file, "the pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    Some(Pane {
+        tmux,
+        _case: c,
+        pid,
+        exit_file,
+    })
+}
+
+impl Pane {
+    /// The exit code of `watch`, once it has ended.
+    fn exit_code(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&self.exit_file)
+                && text.ends_with('\n')
+            {
+                return text.trim().to_owned();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "watch (pid {}) did not end: {}",
+                self.pid,
+                std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: signalling the process this test started in its pane.
+        assert_eq!(unsafe { libc::kill(self.pid, sig) }, 0);
+    }
+
+    /// Kills the pane's session: its terminal goes away under `watch`.
+    fn kill_session(&self) {
+        let killed = self.tmux.run(&["kill-session", "-t", "w"]);
+        assert!(
+            killed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&killed.stderr)
+        );
+    }
+}
+
+/// An orphaned screen (its tmux session killed) ends on the end of file of its terminal,
+/// with no signal to tell it, as a hang-up: exit 129.
+/// In the pane's own session, the kernel also sends it a HUP: the same exit, and no panic
+/// from giving back a terminal that is gone.
+#[test]
+fn the_screen_ends_when_its_terminal_goes_away() {
+    for (tag, own_session) in [("eof-screen", true), ("gone-screen", false)] {
+        let Some(p) = watch_in_pane(tag, "", own_session, "q: quit") else {
+            return;
+        };
+        p.kill_session();
+        assert_eq!(p.exit_code(), "129", "{tag}");
+    }
+}
+
+/// Off the screen (JSON lines on a terminal), the same.
+#[test]
+fn json_lines_on_a_terminal_end_when_it_goes_away() {
+    let Some(p) = watch_in_pane("eof-json", "--format json", true, "\"version\"") else {
+        return;
+    };
+    p.kill_session();
+    assert_eq!(p.exit_code(), "129");
+}
+
+/// A HUP ends the screen with exit 129; TERM and HUP end the JSON lines with 143 and 129.
+#[test]
+fn hup_and_term_end_watch_on_the_screen_and_off_it() {
+    for (tag, args, ready, sig, code) in [
+        ("hup-screen", "", "q: quit", libc::SIGHUP, "129"),
+        (
+            "hup-json",
+            "--format json",
+            "\"version\"",
+            libc::SIGHUP,
+            "129",
+        ),
+        (
+            "term-json",
+            "--format json",
+            "\"version\"",
+            libc::SIGTERM,
+            "143",
+        ),
+    ] {
+        let Some(p) = watch_in_pane(tag, args, false, ready) else {
+            return;
+        };
+        p.signal(sig);
+        assert_eq!(p.exit_code(), code, "{tag}");
+    }
+}

@@ -235,7 +235,10 @@ impl FromNode for super::model::Since {
         };
         // jiff alone would also take `2026-03-01 09:00Z` and bracketed zones; `since:` is
         // RFC 3339 as the SPEC says, so its shape is checked first.
-        let rfc3339 = s.len() >= 20 && s.as_bytes().get(10).is_some_and(|b| matches!(b, b'T' | b't'))
+        let rfc3339 = s.len() >= 20
+            && s.as_bytes()
+                .get(10)
+                .is_some_and(|b| matches!(b, b'T' | b't'))
             && !s.contains('[');
         match s.parse::<jiff::Timestamp>() {
             Ok(t) if rfc3339 => Some(super::model::Since(t)),
@@ -256,7 +259,12 @@ impl FromNode for super::model::Since {
                 } else {
                     format!("is not an RFC 3339 time: {e}")
                 };
-                cx.push(Issue::InvalidValue, node.span, format!("`{s}` {why}"), help.into());
+                cx.push(
+                    Issue::InvalidValue,
+                    node.span,
+                    format!("`{s}` {why}"),
+                    help.into(),
+                );
                 None
             }
         }
