@@ -235,3 +235,58 @@ fn mysql_sources_that_cannot_be_followed_are_refused_with_the_reason() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["input"]["rows_read"], 1);
 }
+
+/// A schedule with slots every 10 seconds (node-cron under PM2): the table shows a slot
+/// with its seconds, not as the minute it falls in.
+#[test]
+fn a_ten_second_slot_is_shown_with_its_seconds() {
+    let m = manifest(&[("tick", "*/10 * * * * *", "1s", "1m", "")]).replacen(
+        "jobs:\n",
+        "deployment:\n  platform: pm2\njobs:\n",
+        1,
+    );
+    let c = Case::sqlite(&m);
+    let slot = minute(now()) + jiff::SignedDuration::from_secs(10);
+    let slot = if slot > now() { slot - mins(1) } else { slot };
+    c.run("r1", "tick", slot, slot, None);
+    c.lease("tick", slot, ("host-a", "r1"), (slot, slot + mins(1)), true);
+    // The slot on the whole minute before it: seconds too, as every slot of the job.
+    let whole = slot - jiff::SignedDuration::from_secs(10);
+    c.run("r0", "tick", whole, whole, None);
+    c.lease(
+        "tick",
+        whole,
+        ("host-b", "r0"),
+        (whole, whole + mins(1)),
+        true,
+    );
+    let o = c.bg(&[
+        "watch",
+        "--store",
+        &c.url(),
+        "--manifest",
+        "m.batchguard.yaml",
+        "--since",
+        "5m",
+        "--once",
+    ]);
+    ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let (hms, whole) = (
+        slot.strftime("%H:%M:%S").to_string(),
+        whole.strftime("%H:%M:%S").to_string(),
+    );
+    assert!(hms.ends_with(":10") && whole.ends_with(":00"));
+    // The oldest run is the one shown running.
+    assert!(
+        text.contains(&format!("{whole} on host-a for")),
+        "the running slot with its seconds:\n{text}"
+    );
+    for (holder, at) in [("host-a", &hms), ("host-b", &whole)] {
+        let lease = text
+            .lines()
+            .find(|l| l.contains(holder) && l.contains(" r"))
+            .unwrap();
+        assert!(lease.contains(at.as_str()), "{lease}\n{text}");
+    }
+}

@@ -206,6 +206,52 @@ fn the_live_table_shows_a_running_job_and_a_skipped_slot_with_its_holder() {
             .is_some_and(|l| l.chars().count() == 110 && l.ends_with('┐'))
     });
 
+    // At 80 columns whole columns give way: every header left is whole, and a line too
+    // long for its box ends in `…` at a word boundary.
+    let resized = tmux.run(&["resize-window", "-t", "w", "-x", "80", "-y", "32"]);
+    assert!(resized.status.success());
+    let screen = tmux.until("the table redrawn 80 columns wide", |s| {
+        s.lines()
+            .find(|l| l.contains(" jobs "))
+            .is_some_and(|l| l.chars().count() == 80 && l.ends_with('┐'))
+    });
+    let headers = screen
+        .lines()
+        .find(|l| l.contains("JOB") && l.contains("MISSED"))
+        .unwrap_or_else(|| panic!("the job, its missed slots shown at 80 columns:\n{screen}"));
+    let words = [
+        "JOB",
+        "RUNNING",
+        "NOW",
+        "LAST",
+        "OUTCOME",
+        "STARTS/SKIP",
+        "CONT",
+        "DURATION",
+        "p50/p95",
+        "(exp)",
+        "LATENCY",
+        "p95",
+        "MISSED",
+        "FAILED",
+        "ALERTS",
+    ];
+    for w in headers
+        .trim_matches(|c| c == '│' || c == ' ')
+        .split_whitespace()
+    {
+        assert!(words.contains(&w), "a header cut: `{w}` in {headers}");
+    }
+    assert!(
+        screen.contains("hidden: a wider terminal shows them"),
+        "{screen}"
+    );
+    let skip = screen.lines().find(|l| l.contains("held by")).unwrap();
+    assert!(
+        skip.contains('…'),
+        "the skip line is longer than 80: {skip}"
+    );
+
     let quit = tmux.run(&["send-keys", "-t", "w", "q"]);
     assert!(quit.status.success());
     let deadline = Instant::now() + Duration::from_secs(30);

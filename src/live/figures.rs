@@ -108,6 +108,9 @@ pub struct JobFigures {
     pub last_passed_drill: Option<Timestamp>,
     /// Every metric of the audit over the window (SPEC 6), as `audit --format json` has it.
     pub metrics: Metrics,
+    /// Its slots are shown with seconds (a schedule with slots off the whole minute).
+    #[serde(skip)]
+    pub slot_seconds: bool,
 }
 
 /// A run going on now.
@@ -425,6 +428,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
                 alerts: alerts.iter().filter(|a| a.job == r.job).count() as u64,
                 last_passed_drill: passed_drill.get(&r.job).copied(),
                 metrics: m.clone(),
+                slot_seconds: lim.slot_seconds,
             }
         })
         .collect();

@@ -72,6 +72,9 @@ pub struct JobLimits {
     pub missing_tolerance: Option<u64>,
     pub max_latency_s: Option<u64>,
     pub ttl_s: Option<u64>,
+    /// The schedule has slots off the whole minute (`*/10 * * * * *`): its slots are
+    /// shown with their seconds.
+    pub slot_seconds: bool,
 }
 
 /// A run with a `start` and no `end` yet.
@@ -500,6 +503,25 @@ fn open_store(url: &str) -> Result<Box<dyn Store>, String> {
     crate::store::open(url).map_err(|e| e.0)
 }
 
+/// Whether any of the job's next few slots falls off the whole minute: a schedule with
+/// a seconds field that does not pin it to 0.
+fn off_the_minute(j: &AuditJob) -> bool {
+    let Some(s) = &j.schedule else {
+        return false;
+    };
+    let mut t = Timestamp::now();
+    for _ in 0..4 {
+        match s.next_after(&j.tz, t) {
+            Some(next) if next.as_second().rem_euclid(60) != 0 || next.subsec_nanosecond() != 0 => {
+                return true;
+            }
+            Some(next) => t = next,
+            None => return false,
+        }
+    }
+    false
+}
+
 /// Each kept manifest job's thresholds, by the name the audit shows it with.
 fn limits(paths: &[PathBuf], jobs: &[AuditJob]) -> HashMap<String, JobLimits> {
     let services: std::collections::HashSet<&str> =
@@ -548,6 +570,7 @@ fn limits(paths: &[PathBuf], jobs: &[AuditJob]) -> HashMap<String, JobLimits> {
                     missing_tolerance: tolerance,
                     max_latency_s: j.max_latency_s,
                     ttl_s: j.ttl_s,
+                    slot_seconds: off_the_minute(j),
                 },
             )
         })
