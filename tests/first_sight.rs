@@ -36,11 +36,11 @@ fn runs(hours: &[u32]) -> String {
     s
 }
 
-fn audit_json(dir: &Path, manifest: &str, ledger: &str) -> (serde_json::Value, Output) {
-    std::fs::write(dir.join("m.batchguard.yaml"), manifest).unwrap();
-    std::fs::write(dir.join("events.csv"), ledger).unwrap();
-    let o = Command::new(bin())
+/// `audit` of `m.batchguard.yaml` over `events.csv` in `dir`, `[FROM, TO)`.
+fn audit(dir: &Path, extra: &[&str]) -> Output {
+    Command::new(bin())
         .current_dir(dir)
+        .env("NO_COLOR", "1")
         .args([
             "audit",
             "--ledger",
@@ -51,12 +51,17 @@ fn audit_json(dir: &Path, manifest: &str, ledger: &str) -> (serde_json::Value, O
             FROM,
             "--to",
             TO,
-            "--format",
-            "json",
         ])
+        .args(extra)
         .stdin(Stdio::null())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn audit_json(dir: &Path, manifest: &str, ledger: &str) -> (serde_json::Value, Output) {
+    std::fs::write(dir.join("m.batchguard.yaml"), manifest).unwrap();
+    std::fs::write(dir.join("events.csv"), ledger).unwrap();
+    let o = audit(dir, &["--format", "json"]);
     let v = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
             "audit prints JSON ({e}): {}",
@@ -93,22 +98,7 @@ fn audit_counts_from_the_first_run_and_says_how_many_slots_it_did_not_count() {
     assert_eq!(notes[0]["counted_from"], "2026-03-01T03:00:00Z");
 
     // The pretty report says it once, with what to do.
-    let o = Command::new(bin())
-        .current_dir(d.path())
-        .env("NO_COLOR", "1")
-        .args([
-            "audit",
-            "--ledger",
-            "events.csv",
-            "--manifest",
-            "m.batchguard.yaml",
-            "--from",
-            FROM,
-            "--to",
-            TO,
-        ])
-        .output()
-        .unwrap();
+    let o = audit(d.path(), &[]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains(

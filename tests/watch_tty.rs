@@ -48,6 +48,26 @@ impl Tmux {
             .expect("tmux runs")
     }
 
+    /// Session `w`, `width` x `height`, running `script`.
+    fn start(&self, width: u16, height: u16, script: &str) {
+        let started = self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "w",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+            script,
+        ]);
+        assert!(
+            started.status.success(),
+            "{}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+    }
+
     fn screen(&self) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "w"]).stdout).into_owned()
     }
@@ -154,22 +174,7 @@ fn the_live_table_shows_a_running_job_and_a_skipped_slot_with_its_holder() {
         bin().display(),
         exit_file.display()
     );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "w",
-        "-x",
-        "170",
-        "-y",
-        "32",
-        &script,
-    ]);
-    assert!(
-        started.status.success(),
-        "{}",
-        String::from_utf8_lossy(&started.stderr)
-    );
+    tmux.start(170, 32, &script);
 
     let screen = tmux.until("the running job and the skip", |s| {
         s.contains("settle-payments") && s.contains("on host-a for") && s.contains("held by host-a")
@@ -309,22 +314,7 @@ fn a_term_gives_the_terminal_back() {
         exit = exit_file.display(),
         stty = stty_file.display(),
     );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "w",
-        "-x",
-        "120",
-        "-y",
-        "30",
-        &script,
-    ]);
-    assert!(
-        started.status.success(),
-        "{}",
-        String::from_utf8_lossy(&started.stderr)
-    );
+    tmux.start(120, 30, &script);
     tmux.until("the table", |s| s.contains("q: quit"));
     let alternate = |tmux: &Tmux| {
         String::from_utf8_lossy(
@@ -397,22 +387,7 @@ fn watch_in_pane(tag: &str, args: &str, own_session: bool, ready: &str) -> Optio
         url = c.url(),
         exit = exit_file.display(),
     );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "w",
-        "-x",
-        "120",
-        "-y",
-        "30",
-        &script,
-    ]);
-    assert!(
-        started.status.success(),
-        "{}",
-        String::from_utf8_lossy(&started.stderr)
-    );
+    tmux.start(120, 30, &script);
     tmux.until(ready, |s| s.contains(ready));
     let pid = file_of(&tmux, &pid_file, "the pid")
         .trim()
@@ -429,21 +404,9 @@ fn watch_in_pane(tag: &str, args: &str, own_session: bool, ready: &str) -> Optio
 impl Pane {
     /// The exit code of `watch`, once it has ended.
     fn exit_code(&self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&self.exit_file)
-                && text.ends_with('\n')
-            {
-                return text.trim().to_owned();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "watch (pid {}) did not end: {}",
-                self.pid,
-                std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        file_of(&self.tmux, &self.exit_file, "the exit code of watch")
+            .trim()
+            .to_owned()
     }
 
     fn signal(&self, sig: i32) {

@@ -83,6 +83,10 @@ pub struct Auditor {
     /// Per manifest job, the earliest `scheduled_at` (ms) of any of its events, the window
     /// or not ([`NO_EVENT`] when none): without `since`, slots count from there.
     pub(crate) first_event: Vec<i64>,
+    /// The last job name [`Auditor::first_event`] looked up and its manifest index: rows
+    /// outside the window come in runs of one job, and a narrow window over a long ledger
+    /// sees mostly those.
+    first_event_name: (String, Option<usize>),
 }
 
 /// No event of the job was read.
@@ -134,6 +138,7 @@ impl Auditor {
             drill_input: Default::default(),
             drills: None,
             first_event: vec![NO_EVENT; jobs.len()],
+            first_event_name: (String::new(), None),
             jobs,
             opts,
         }
@@ -261,9 +266,16 @@ impl Auditor {
     /// follower keeps only the window's rows, yet has seen every row): it tells when the
     /// job was first seen, which [`Auditor::event_ref`] learns by itself from every row.
     pub fn first_event(&mut self, name: &str, scheduled_at: Timestamp) {
-        if let Some(&m) = self.names.declared.get(name)
-            && let Some(first) = self.first_event.get_mut(m)
-        {
+        if self.first_event.is_empty() {
+            return;
+        }
+        let (last, index) = &mut self.first_event_name;
+        if last != name {
+            last.clear();
+            last.push_str(name);
+            *index = self.names.declared.get(name).copied();
+        }
+        if let Some(first) = index.and_then(|m| self.first_event.get_mut(m)) {
             *first = (*first).min(ms(scheduled_at));
         }
     }
