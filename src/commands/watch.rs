@@ -90,12 +90,13 @@ pub(super) fn run(args: WatchArgs) -> Result<Outcome, Error> {
     }
     let mut ends = Ends::new(false).map_err(signals)?;
     let mut snap = Ok(first);
+    let mut notes_shown = Vec::new();
     loop {
         match &snap {
             Ok(s) => {
                 print(&match args.format {
                     WatchFormat::Json => watch_json::line(s),
-                    WatchFormat::Pretty => summary(s),
+                    WatchFormat::Pretty => summary(s) + &new_notes(s, &mut notes_shown),
                 });
                 if alerted(s) {
                     return Ok(Outcome::Found);
@@ -164,6 +165,18 @@ fn summary(s: &Snapshot) -> String {
             a.message
         ));
     }
+    out
+}
+
+/// The notes of a refresh off the terminal, when they differ from the last ones shown
+/// (they change only as jobs run for the first time, so each refresh would repeat them).
+fn new_notes(s: &Snapshot, shown: &mut Vec<String>) -> String {
+    let now: Vec<String> = s.notes.iter().map(|n| n.message.clone()).collect();
+    if now == *shown {
+        return String::new();
+    }
+    let out = now.iter().map(|m| format!("  note {m}\n")).collect();
+    *shown = now;
     out
 }
 

@@ -183,6 +183,14 @@ fn first_sight_note(job: &JobView) -> Option<AuditNote> {
                 job.slot_text(ts(first))
             ),
         ),
+        Sight::NoEvent if n == 0 => (
+            "no_event",
+            None,
+            format!(
+                "`{}` has no event in the ledger: no slot of it counts until its first run: set `since:` to count them as missed",
+                job.display
+            ),
+        ),
         Sight::NoEvent => (
             "no_event",
             None,
