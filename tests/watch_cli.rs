@@ -290,3 +290,85 @@ fn a_ten_second_slot_is_shown_with_its_seconds() {
         assert!(lease.contains(at.as_str()), "{lease}\n{text}");
     }
 }
+
+/// `run --ledger l.jsonl` creates `l.outputs.jsonl` at the first output: `watch
+/// --outputs l.outputs.jsonl` before it follows no outputs yet (not exit 2), and reads
+/// the file once it appears.
+#[test]
+fn the_outputs_file_run_has_not_created_yet_is_followed_once_it_appears() {
+    let (c, slot) = hourly_case();
+    let ledger = c.path("l.jsonl");
+    let outputs = c.path("l.outputs.jsonl");
+    ok(&c.bg(&[
+        "run",
+        "--manifest",
+        "m.batchguard.yaml",
+        "--job",
+        "j",
+        "--store",
+        &c.url(),
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--scheduled-at",
+        &live::ts(slot),
+        "--",
+        "true",
+    ]));
+    assert!(!outputs.exists());
+    let mut child = c
+        .cmd(&[
+            "watch",
+            "--ledger",
+            ledger.to_str().unwrap(),
+            "--outputs",
+            outputs.to_str().unwrap(),
+            "--manifest",
+            "m.batchguard.yaml",
+            "--since",
+            "1h",
+            "--interval",
+            "1s",
+            "--for",
+            "2m",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        child.stdout.take().expect("stdout"),
+    ));
+    let mut next = || -> serde_json::Value {
+        let line = lines.next().expect("a line per refresh").expect("read");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    let first = next();
+    assert_eq!(first["jobs"][0]["metrics"]["outputs"], 0, "{first}");
+    std::fs::write(
+        &outputs,
+        format!(
+            "{{\"job\":\"j\",\"scheduled_at\":\"{}\",\"run_id\":\"r1\",\"output_key\":\"k1\",\"at\":\"{}\"}}\n",
+            live::ts(slot),
+            live::ts(slot + mins(1))
+        ),
+    )
+    .unwrap();
+    // The refresh after the file appeared counts its row.
+    let mut seen = 0;
+    for _ in 0..60 {
+        let v = next();
+        seen = v["jobs"][0]["metrics"]["outputs"].as_u64().unwrap();
+        if seen == 1 {
+            break;
+        }
+    }
+    // SAFETY: ending the watch this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = child.wait().expect("watch ends");
+    assert_eq!(seen, 1, "the outputs file was read once it appeared");
+    assert_eq!(status.code(), Some(143), "TERM ends it with 128 + 15");
+}

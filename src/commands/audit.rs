@@ -29,7 +29,7 @@ pub(super) fn run(args: AuditArgs) -> Result<Outcome, Error> {
     let outputs_unwritten = args
         .outputs
         .as_deref()
-        .is_some_and(|out| unwritten_outputs(&args.ledger, out));
+        .is_some_and(|out| crate::live::unwritten_outputs(&args.ledger, out));
     let opts = RunOptions {
         settings,
         ledger: args.ledger,
@@ -72,16 +72,4 @@ pub(super) fn run(args: AuditArgs) -> Result<Outcome, Error> {
         None => print(&text),
     }
     Ok(Outcome::of(result.failing(fail_on(args.fail_on))))
-}
-
-/// Whether `outputs` is the outputs file beside JSONL ledger `ledger` (SPEC 5.2) and
-/// does not exist while the ledger does: `run` creates it at the first output reported,
-/// so its absence means no run reported one. Any other missing file is still an error.
-fn unwritten_outputs(ledger: &str, outputs: &str) -> bool {
-    let ledger = std::path::Path::new(ledger);
-    let outputs = std::path::Path::new(outputs);
-    crate::store::jsonl::is_jsonl_path(&ledger.to_string_lossy())
-        && ledger.is_file()
-        && crate::store::jsonl::outputs_path(ledger) == outputs
-        && !outputs.exists()
 }

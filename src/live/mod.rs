@@ -328,7 +328,12 @@ impl Live {
         };
         let limits = limits(&paths, &jobs);
         let ledger = Source::parse(&o.ledger).map_err(|e| cannot(e.0))?;
+        let unwritten = o
+            .outputs
+            .as_deref()
+            .filter(|out| unwritten_outputs(&o.ledger, out));
         let outputs = match &o.outputs {
+            Some(_) if unwritten.is_some() => None,
             Some(s) => Some(Source::parse(s).map_err(|e| cannot(e.0))?),
             None => None,
         };
@@ -344,6 +349,10 @@ impl Live {
             },
         )
         .map_err(|e| cannot(e.0))?;
+        let mut tail = tail;
+        if let Some(path) = unwritten {
+            tail.outputs_created_later(std::path::Path::new(path));
+        }
         let with_manifest = !o.manifests.is_empty();
         let names = Names::new(&jobs, with_manifest, &o.jobs);
         let since_s = o.since_s;
@@ -488,6 +497,18 @@ impl Live {
             })
             .collect()
     }
+}
+
+/// Whether `outputs` is the outputs file beside JSONL ledger `ledger` (SPEC 5.2) and
+/// does not exist while the ledger does: `run` creates it at the first output reported,
+/// so it is followed as empty until then. Any other missing file is still an error.
+pub fn unwritten_outputs(ledger: &str, outputs: &str) -> bool {
+    let ledger = std::path::Path::new(ledger);
+    let outputs = std::path::Path::new(outputs);
+    crate::store::jsonl::is_jsonl_path(&ledger.to_string_lossy())
+        && ledger.is_file()
+        && crate::store::jsonl::outputs_path(ledger) == outputs
+        && !outputs.exists()
 }
 
 /// The store, which must exist: `watch` never creates one.
