@@ -394,7 +394,7 @@ pub enum StoreAction {
 #[command(
     after_help = "Exit codes: 0 stopped (q, --for, --once); 1 --exit-on-alert saw an alert; \
 2 could not run; 128+N ended by signal N (TERM 143, HUP 129, INT 130); 129 its terminal \
-went away (end of file or hang-up on standard input)."
+went away (end of file or hang-up on standard input); 141 its output was closed."
 )]
 pub struct WatchArgs {
     #[command(flatten)]

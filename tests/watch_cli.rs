@@ -372,3 +372,35 @@ fn the_outputs_file_run_has_not_created_yet_is_followed_once_it_appears() {
     assert_eq!(seen, 1, "the outputs file was read once it appeared");
     assert_eq!(status.code(), Some(143), "TERM ends it with 128 + 15");
 }
+
+/// `watch … | head -1`: once nobody reads its output, the next refresh ends it (exit
+/// 128 + SIGPIPE, as a shell reports a process SIGPIPE ended) instead of running on.
+#[test]
+fn a_closed_output_ends_the_json_lines() {
+    let (c, slot) = hourly_case();
+    c.run("r1", "j", slot, slot + mins(1), Some(slot + mins(2)));
+    let mut child = c
+        .cmd(&[
+            "watch",
+            "--store",
+            &c.url(),
+            "--manifest",
+            "m.batchguard.yaml",
+            "--interval",
+            "1s",
+            "--for",
+            "2m",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).expect("a line");
+    assert!(first.starts_with('{'), "{first}");
+    drop(out);
+    let status = child.wait().expect("watch ends");
+    assert_eq!(status.code(), Some(128 + libc::SIGPIPE));
+}

@@ -7,7 +7,7 @@ use crate::cli::{LiveArgs, WatchArgs, WatchFormat};
 use crate::live::figures::Snapshot;
 use crate::live::{Live, LiveError, LiveOptions};
 use crate::report::{watch_json, watch_table};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -94,15 +94,28 @@ pub(super) fn run(args: WatchArgs) -> Result<Outcome, Error> {
     loop {
         match &snap {
             Ok(s) => {
-                print(&match args.format {
+                let text = match args.format {
                     WatchFormat::Json => watch_json::line(s),
                     WatchFormat::Pretty => summary(s) + &new_notes(s, &mut notes_shown),
-                });
+                };
+                // Nobody reads any more (`watch … | head -1`, a closed pipe): ended as a
+                // SIGPIPE would end it, rather than refreshing for no one.
+                if let Err(e) = write_out(&text)
+                    && e.kind() == std::io::ErrorKind::BrokenPipe
+                {
+                    return Ok(signalled(libc::SIGPIPE));
+                }
                 if alerted(s) {
                     return Ok(Outcome::Found);
                 }
             }
-            Err(e) => eprintln!("batchguard watch: refresh failed, trying again: {e}"),
+            Err(e) => {
+                // Not `eprintln!`: it panics when standard error is a terminal gone.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "batchguard watch: refresh failed, trying again: {e}"
+                );
+            }
         }
         let mut wait = interval;
         if let Some(d) = deadline {
@@ -119,6 +132,13 @@ pub(super) fn run(args: WatchArgs) -> Result<Outcome, Error> {
         }
         snap = live.refresh().map_err(|e| e.to_string());
     }
+}
+
+/// Writes `text` to standard output, flushed.
+fn write_out(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
 }
 
 /// Exit 128 + N when signal N ended the watch, as a shell reports it.
