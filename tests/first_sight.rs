@@ -265,9 +265,11 @@ fn audit_since_and_metrics_count_from_the_first_run_too() {
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
     assert_eq!(gauge(&c, "batchguard_missed_slots"), 0.0);
+    assert!(gauge(&c, "batchguard_uncounted_slots") >= 27.0);
     let since = live::ts(now() - mins(30));
     let c = deployed_now(&format!("    since: {since}\n"));
     assert!(gauge(&c, "batchguard_missed_slots") >= 27.0);
+    assert_eq!(gauge(&c, "batchguard_uncounted_slots"), 0.0);
 }
 
 fn lint(manifest: &str) -> Output {

@@ -111,6 +111,9 @@ pub struct JobFigures {
     /// Its slots are shown with seconds (a schedule with slots off the whole minute).
     #[serde(skip)]
     pub slot_seconds: bool,
+    /// Due slots of the window not counted (before its first event; see `notes`).
+    #[serde(skip)]
+    pub not_counted: u64,
 }
 
 /// A run going on now.
@@ -429,6 +432,12 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
                 last_passed_drill: passed_drill.get(&r.job).copied(),
                 metrics: m.clone(),
                 slot_seconds: lim.slot_seconds,
+                not_counted: audit
+                    .notes
+                    .iter()
+                    .filter(|n| n.job == r.job)
+                    .map(|n| n.slots)
+                    .sum(),
             }
         })
         .collect();
