@@ -425,6 +425,11 @@ pub enum StoreAction {
 
 /// `batchguard watch`: the store (or a ledger) followed as it grows.
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Exit codes: 0 stopped (q, --for, --once); 1 --exit-on-alert saw an alert; \
+2 could not run; 128+N ended by signal N (TERM 143, HUP 129, INT 130); 129 its terminal \
+went away (end of file or hang-up on standard input); 141 its output was closed."
+)]
 pub struct WatchArgs {
     #[command(flatten)]
     pub source: LiveArgs,

@@ -246,3 +246,75 @@ fn rules_and_explain_list_audit_checks() {
         .success()
         .stdout(predicate::str::contains("AU102"));
 }
+
+/// `run --ledger l.jsonl` creates `l.outputs.jsonl` at the first output a run reports:
+/// before any, auditing with `--outputs l.outputs.jsonl` reads zero outputs (the output
+/// checks run and find nothing); another missing file is still refused (exit 2).
+#[test]
+fn the_outputs_file_run_has_not_created_yet_means_zero_outputs() {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        d.path().join("m.batchguard.yaml"),
+        "version: 1\nservice: svc\njobs:\n  - name: j\n    schedule: \"0 * * * *\"\n    lock:\n      key: \"{job}:{scheduled_at}\"\n      ttl: 10m\n",
+    )
+    .expect("manifest");
+    let bg = || {
+        let mut c = Command::cargo_bin("batchguard").expect("binary");
+        c.current_dir(d.path());
+        c
+    };
+    bg().args([
+        "run",
+        "--manifest",
+        "m.batchguard.yaml",
+        "--job",
+        "j",
+        "--store",
+        "sqlite:store.db",
+        "--ledger",
+        "l.jsonl",
+        "--scheduled-at",
+        "2026-03-01T01:00:00Z",
+        "--",
+        "true",
+    ])
+    .assert()
+    .code(0);
+    assert!(d.path().join("l.jsonl").is_file());
+    assert!(!d.path().join("l.outputs.jsonl").exists());
+    let audit = |outputs: &str| {
+        bg().args([
+            "audit",
+            "--ledger",
+            "l.jsonl",
+            "--outputs",
+            outputs,
+            "--from",
+            "2026-03-01T01:00:00Z",
+            "--to",
+            "2026-03-01T02:00:00Z",
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("runs")
+    };
+    let out = audit("l.outputs.jsonl");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["input"]["outputs"], 0);
+    let skipped = v["skipped_checks"].to_string();
+    assert!(!skipped.contains("AU201"), "AU201 runs: {skipped}");
+    let out = audit("l.output.jsonl");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("l.output.jsonl: No such file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

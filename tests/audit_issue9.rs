@@ -310,9 +310,11 @@ fn a_named_pipe_is_read_once() {
     assert_eq!(json_without(&out, &fifo.display().to_string()), want);
 }
 
-/// Two jobs: `hourly` ran clean, `daily` (02:00) never ran.
+/// Two jobs: `hourly` ran clean, `daily` (02:00), deployed before the window, never ran.
 fn two_jobs() -> String {
-    manifest("  - name: daily\n    schedule: \"0 2 * * *\"\n    timezone: UTC\n")
+    manifest(
+        "  - name: daily\n    schedule: \"0 2 * * *\"\n    timezone: UTC\n    since: 2026-02-01T00:00:00Z\n",
+    )
 }
 
 #[test]
@@ -374,7 +376,7 @@ fn manifest_dir_is_searched_like_lint() {
     d.write("deploy/svc.batchguard.yaml", &manifest(""));
     d.write(
         "deploy/nested/other.yaml",
-        "version: 1\nservice: other\njobs:\n  - name: nightly\n    schedule: \"0 1 * * *\"\n",
+        "version: 1\nservice: other\njobs:\n  - name: nightly\n    schedule: \"0 1 * * *\"\n    since: 2026-02-01T00:00:00Z\n",
     );
     d.write("deploy/values.yaml", "replicas: 3\n");
     let l = d.write("events.csv", &clean_events(5));

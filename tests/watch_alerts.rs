@@ -18,6 +18,8 @@ fn ledger(crafted: bool) -> Case {
     let now = now();
     let slot = minute(now - mins(20));
     let hourly = format!("{} * * * *", minute_of_hour(slot));
+    // Deployed a day ago: its slot is its own to run even though it never ran.
+    let deployed = format!("    since: {}\n", live::ts(now - mins(24 * 60)));
     let c = Case::sqlite(&manifest(&[
         (
             "latency",
@@ -26,7 +28,7 @@ fn ledger(crafted: bool) -> Case {
             "10m",
             "    alerts:\n      max_latency: 5m\n",
         ),
-        ("missed", &hourly, "1m", "10m", ""),
+        ("missed", &hourly, "1m", "10m", &deployed),
         ("overrun", &hourly, "1m", "10m", ""),
         ("stale", &hourly, "1m", "5m", ""),
     ]));

@@ -200,7 +200,13 @@ fn since_ends_at_the_host_clock_for_sqlite() {
 #[test]
 fn since_ends_at_the_database_clock_for_postgres() {
     let Some(c) = Case::pg(
-        &manifest(&[("j", "0 * * * *", "1m", "5m", "")]),
+        &manifest(&[(
+            "j",
+            "0 * * * *",
+            "1m",
+            "5m",
+            "    since: 2031-01-01T00:00:00Z\n",
+        )]),
         "since_clock",
     ) else {
         return;

@@ -40,21 +40,39 @@ fn off_a_terminal_each_refresh_is_a_line_until_for_ends() {
         "{text}"
     );
 
-    // JSON lines, and --exit-on-alert stops at the first refresh that has one.
-    let o = c.bg(&[
-        "watch",
-        "--store",
-        &url,
-        "--manifest",
-        "m.batchguard.yaml",
-        "--since",
-        "3h",
-        "--format",
-        "json",
-        "--exit-on-alert",
-        "--for",
-        "1m",
-    ]);
+    // The two slots of the window before the job's first run are not its to run: said
+    // once, no alert, and a `--for` watch passes.
+    let watch_3h = |for_: &str| {
+        c.bg(&[
+            "watch",
+            "--store",
+            &url,
+            "--manifest",
+            "m.batchguard.yaml",
+            "--since",
+            "3h",
+            "--format",
+            "json",
+            "--exit-on-alert",
+            "--for",
+            for_,
+        ])
+    };
+    let o = watch_3h("1s");
+    ok(&o);
+    let first = std::str::from_utf8(&o.stdout).unwrap().lines().next();
+    let v: serde_json::Value = serde_json::from_str(first.expect("a line")).unwrap();
+    assert_eq!(v["jobs"][0]["missed"], 0, "{v}");
+    assert_eq!(v["notes"][0]["reason"], "before_first_run", "{v}");
+    assert_eq!(v["notes"][0]["slots"], 2, "{v}");
+
+    // JSON lines, and --exit-on-alert stops at the first refresh that has one: with
+    // `since:` three hours ago, the two slots before the first run were missed.
+    let since = live::ts(now() - mins(180));
+    let m = c.path("m.batchguard.yaml");
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&m, format!("{text}    since: {since}\n")).unwrap();
+    let o = watch_3h("1m");
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -216,4 +234,173 @@ fn mysql_sources_that_cannot_be_followed_are_refused_with_the_reason() {
     ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["input"]["rows_read"], 1);
+}
+
+/// A schedule with slots every 10 seconds (node-cron under PM2): the table shows a slot
+/// with its seconds, not as the minute it falls in.
+#[test]
+fn a_ten_second_slot_is_shown_with_its_seconds() {
+    let m = manifest(&[("tick", "*/10 * * * * *", "1s", "1m", "")]).replacen(
+        "jobs:\n",
+        "deployment:\n  platform: pm2\njobs:\n",
+        1,
+    );
+    let c = Case::sqlite(&m);
+    let slot = minute(now()) + jiff::SignedDuration::from_secs(10);
+    let slot = if slot > now() { slot - mins(1) } else { slot };
+    c.run("r1", "tick", slot, slot, None);
+    c.lease("tick", slot, ("host-a", "r1"), (slot, slot + mins(1)), true);
+    // The slot on the whole minute before it: seconds too, as every slot of the job.
+    let whole = slot - jiff::SignedDuration::from_secs(10);
+    c.run("r0", "tick", whole, whole, None);
+    c.lease(
+        "tick",
+        whole,
+        ("host-b", "r0"),
+        (whole, whole + mins(1)),
+        true,
+    );
+    let o = c.bg(&[
+        "watch",
+        "--store",
+        &c.url(),
+        "--manifest",
+        "m.batchguard.yaml",
+        "--since",
+        "5m",
+        "--once",
+    ]);
+    ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let (hms, whole) = (
+        slot.strftime("%H:%M:%S").to_string(),
+        whole.strftime("%H:%M:%S").to_string(),
+    );
+    assert!(hms.ends_with(":10") && whole.ends_with(":00"));
+    // The oldest run is the one shown running.
+    assert!(
+        text.contains(&format!("{whole} on host-a for")),
+        "the running slot with its seconds:\n{text}"
+    );
+    for (holder, at) in [("host-a", &hms), ("host-b", &whole)] {
+        let lease = text
+            .lines()
+            .find(|l| l.contains(holder) && l.contains(" r"))
+            .unwrap();
+        assert!(lease.contains(at.as_str()), "{lease}\n{text}");
+    }
+}
+
+/// `run --ledger l.jsonl` creates `l.outputs.jsonl` at the first output: `watch
+/// --outputs l.outputs.jsonl` before it follows no outputs yet (not exit 2), and reads
+/// the file once it appears.
+#[test]
+fn the_outputs_file_run_has_not_created_yet_is_followed_once_it_appears() {
+    let (c, slot) = hourly_case();
+    let ledger = c.path("l.jsonl");
+    let outputs = c.path("l.outputs.jsonl");
+    ok(&c.bg(&[
+        "run",
+        "--manifest",
+        "m.batchguard.yaml",
+        "--job",
+        "j",
+        "--store",
+        &c.url(),
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--scheduled-at",
+        &live::ts(slot),
+        "--",
+        "true",
+    ]));
+    assert!(!outputs.exists());
+    let mut child = c
+        .cmd(&[
+            "watch",
+            "--ledger",
+            ledger.to_str().unwrap(),
+            "--outputs",
+            outputs.to_str().unwrap(),
+            "--manifest",
+            "m.batchguard.yaml",
+            "--since",
+            "1h",
+            "--interval",
+            "1s",
+            "--for",
+            "2m",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        child.stdout.take().expect("stdout"),
+    ));
+    let mut next = || -> serde_json::Value {
+        let line = lines.next().expect("a line per refresh").expect("read");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    let first = next();
+    assert_eq!(first["jobs"][0]["metrics"]["outputs"], 0, "{first}");
+    std::fs::write(
+        &outputs,
+        format!(
+            "{{\"job\":\"j\",\"scheduled_at\":\"{}\",\"run_id\":\"r1\",\"output_key\":\"k1\",\"at\":\"{}\"}}\n",
+            live::ts(slot),
+            live::ts(slot + mins(1))
+        ),
+    )
+    .unwrap();
+    // The refresh after the file appeared counts its row.
+    let mut seen = 0;
+    for _ in 0..60 {
+        let v = next();
+        seen = v["jobs"][0]["metrics"]["outputs"].as_u64().unwrap();
+        if seen == 1 {
+            break;
+        }
+    }
+    // SAFETY: ending the watch this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = child.wait().expect("watch ends");
+    assert_eq!(seen, 1, "the outputs file was read once it appeared");
+    assert_eq!(status.code(), Some(143), "TERM ends it with 128 + 15");
+}
+
+/// `watch … | head -1`: once nobody reads its output, the next refresh ends it (exit
+/// 128 + SIGPIPE, as a shell reports a process SIGPIPE ended) instead of running on.
+#[test]
+fn a_closed_output_ends_the_json_lines() {
+    let (c, slot) = hourly_case();
+    c.run("r1", "j", slot, slot + mins(1), Some(slot + mins(2)));
+    let mut child = c
+        .cmd(&[
+            "watch",
+            "--store",
+            &c.url(),
+            "--manifest",
+            "m.batchguard.yaml",
+            "--interval",
+            "1s",
+            "--for",
+            "2m",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).expect("a line");
+    assert!(first.starts_with('{'), "{first}");
+    drop(out);
+    let status = child.wait().expect("watch ends");
+    assert_eq!(status.code(), Some(128 + libc::SIGPIPE));
 }

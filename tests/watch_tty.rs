@@ -48,6 +48,26 @@ impl Tmux {
             .expect("tmux runs")
     }
 
+    /// Session `w`, `width` x `height`, running `script`.
+    fn start(&self, width: u16, height: u16, script: &str) {
+        let started = self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "w",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+            script,
+        ]);
+        assert!(
+            started.status.success(),
+            "{}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+    }
+
     fn screen(&self) -> String {
         String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "w"]).stdout).into_owned()
     }
@@ -154,22 +174,7 @@ fn the_live_table_shows_a_running_job_and_a_skipped_slot_with_its_holder() {
         bin().display(),
         exit_file.display()
     );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "w",
-        "-x",
-        "170",
-        "-y",
-        "32",
-        &script,
-    ]);
-    assert!(
-        started.status.success(),
-        "{}",
-        String::from_utf8_lossy(&started.stderr)
-    );
+    tmux.start(170, 32, &script);
 
     let screen = tmux.until("the running job and the skip", |s| {
         s.contains("settle-payments") && s.contains("on host-a for") && s.contains("held by host-a")
@@ -205,6 +210,52 @@ fn the_live_table_shows_a_running_job_and_a_skipped_slot_with_its_holder() {
             .find(|l| l.contains(" jobs "))
             .is_some_and(|l| l.chars().count() == 110 && l.ends_with('┐'))
     });
+
+    // At 80 columns whole columns give way: every header left is whole, and a line too
+    // long for its box ends in `…` at a word boundary.
+    let resized = tmux.run(&["resize-window", "-t", "w", "-x", "80", "-y", "32"]);
+    assert!(resized.status.success());
+    let screen = tmux.until("the table redrawn 80 columns wide", |s| {
+        s.lines()
+            .find(|l| l.contains(" jobs "))
+            .is_some_and(|l| l.chars().count() == 80 && l.ends_with('┐'))
+    });
+    let headers = screen
+        .lines()
+        .find(|l| l.contains("JOB") && l.contains("MISSED"))
+        .unwrap_or_else(|| panic!("the job, its missed slots shown at 80 columns:\n{screen}"));
+    let words = [
+        "JOB",
+        "RUNNING",
+        "NOW",
+        "LAST",
+        "OUTCOME",
+        "STARTS/SKIP",
+        "CONT",
+        "DURATION",
+        "p50/p95",
+        "(exp)",
+        "LATENCY",
+        "p95",
+        "MISSED",
+        "FAILED",
+        "ALERTS",
+    ];
+    for w in headers
+        .trim_matches(|c| c == '│' || c == ' ')
+        .split_whitespace()
+    {
+        assert!(words.contains(&w), "a header cut: `{w}` in {headers}");
+    }
+    assert!(
+        screen.contains("hidden: a wider terminal shows them"),
+        "{screen}"
+    );
+    let skip = screen.lines().find(|l| l.contains("held by")).unwrap();
+    assert!(
+        skip.contains('…'),
+        "the skip line is longer than 80: {skip}"
+    );
 
     let quit = tmux.run(&["send-keys", "-t", "w", "q"]);
     assert!(quit.status.success());
@@ -263,22 +314,7 @@ fn a_term_gives_the_terminal_back() {
         exit = exit_file.display(),
         stty = stty_file.display(),
     );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "w",
-        "-x",
-        "120",
-        "-y",
-        "30",
-        &script,
-    ]);
-    assert!(
-        started.status.success(),
-        "{}",
-        String::from_utf8_lossy(&started.stderr)
-    );
+    tmux.start(120, 30, &script);
     tmux.until("the table", |s| s.contains("q: quit"));
     let alternate = |tmux: &Tmux| {
         String::from_utf8_lossy(
@@ -324,4 +360,120 @@ fn live_rows(db: &std::path::Path, sql: &str) -> i64 {
             .await
             .expect("query")
     })
+}
+
+/// `watch` in a tmux pane of its own: the pane's shell ignores HUP and records the exit
+/// code of `watch`, which writes its pid first. With `own_session`, `watch` runs in a
+/// session of its own (`setsid`): its terminal going away then sends it no signal, and
+/// only end of file on its input can tell it.
+struct Pane {
+    tmux: Tmux,
+    /// Keeps the store's folder while `watch` reads it.
+    _case: Case,
+    pid: i32,
+    exit_file: std::path::PathBuf,
+}
+
+fn watch_in_pane(tag: &str, args: &str, own_session: bool, ready: &str) -> Option<Pane> {
+    let tmux = Tmux::new(tag)?;
+    let c = Case::sqlite(&manifest(&[("report", "* * * * *", "1s", "1m", "")]));
+    let (pid_file, exit_file) = (c.path("pid.txt"), c.path("exit.txt"));
+    let script = format!(
+        "cd '{dir}' && trap '' HUP; NO_COLOR=1 {setsid} sh -c 'echo $$ > {pid}; exec {bin} watch --store {url} --manifest m.batchguard.yaml --interval 1h {args}'; echo $? > '{exit}'",
+        dir = c.dir.path().display(),
+        setsid = if own_session { "setsid -w" } else { "" },
+        pid = pid_file.display(),
+        bin = bin().display(),
+        url = c.url(),
+        exit = exit_file.display(),
+    );
+    tmux.start(120, 30, &script);
+    tmux.until(ready, |s| s.contains(ready));
+    let pid = file_of(&tmux, &pid_file, "the pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    Some(Pane {
+        tmux,
+        _case: c,
+        pid,
+        exit_file,
+    })
+}
+
+impl Pane {
+    /// The exit code of `watch`, once it has ended.
+    fn exit_code(&self) -> String {
+        file_of(&self.tmux, &self.exit_file, "the exit code of watch")
+            .trim()
+            .to_owned()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: signalling the process this test started in its pane.
+        assert_eq!(unsafe { libc::kill(self.pid, sig) }, 0);
+    }
+
+    /// Kills the pane's session: its terminal goes away under `watch`.
+    fn kill_session(&self) {
+        let killed = self.tmux.run(&["kill-session", "-t", "w"]);
+        assert!(
+            killed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&killed.stderr)
+        );
+    }
+}
+
+/// An orphaned screen (its tmux session killed) ends on the end of file of its terminal,
+/// with no signal to tell it, as a hang-up: exit 129.
+/// In the pane's own session, the kernel also sends it a HUP: the same exit, and no panic
+/// from giving back a terminal that is gone.
+#[test]
+fn the_screen_ends_when_its_terminal_goes_away() {
+    for (tag, own_session) in [("eof-screen", true), ("gone-screen", false)] {
+        let Some(p) = watch_in_pane(tag, "", own_session, "q: quit") else {
+            return;
+        };
+        p.kill_session();
+        assert_eq!(p.exit_code(), "129", "{tag}");
+    }
+}
+
+/// Off the screen (JSON lines on a terminal), the same.
+#[test]
+fn json_lines_on_a_terminal_end_when_it_goes_away() {
+    let Some(p) = watch_in_pane("eof-json", "--format json", true, "\"version\"") else {
+        return;
+    };
+    p.kill_session();
+    assert_eq!(p.exit_code(), "129");
+}
+
+/// A HUP ends the screen with exit 129; TERM and HUP end the JSON lines with 143 and 129.
+#[test]
+fn hup_and_term_end_watch_on_the_screen_and_off_it() {
+    for (tag, args, ready, sig, code) in [
+        ("hup-screen", "", "q: quit", libc::SIGHUP, "129"),
+        (
+            "hup-json",
+            "--format json",
+            "\"version\"",
+            libc::SIGHUP,
+            "129",
+        ),
+        (
+            "term-json",
+            "--format json",
+            "\"version\"",
+            libc::SIGTERM,
+            "143",
+        ),
+    ] {
+        let Some(p) = watch_in_pane(tag, args, false, ready) else {
+            return;
+        };
+        p.signal(sig);
+        assert_eq!(p.exit_code(), code, "{tag}");
+    }
 }

@@ -58,6 +58,8 @@ pub struct AuditJob {
     pub fatal: Vec<String>,
     /// `snapshot.path` template, `snapshot.key`, format and retention.
     pub snapshot: Option<SnapshotSpec>,
+    /// `since`: when the job was first deployed; its slots count from here.
+    pub since: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug)]
@@ -144,6 +146,7 @@ pub fn jobs_from_manifest(loaded: &Loaded, service: &str) -> Vec<AuditJob> {
                 .map(|codes| codes.iter().map(|c| c.value.clone()).collect())
                 .unwrap_or_default(),
             snapshot,
+            since: job.since.value().map(|s| s.0),
         });
     }
     out
@@ -197,6 +200,22 @@ pub(crate) fn ser_ts_opt<S: serde::Serializer>(
         Some(t) => s.serialize_str(&t.to_string()),
         None => s.serialize_none(),
     }
+}
+
+/// Slots of the window a job was not judged on, said once rather than as one AU101 each
+/// (SPEC 7.1, first sight): slots before its first event when it has no `since`, or
+/// every slot when it has neither.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AuditNote {
+    pub job: String,
+    /// `before_first_run` or `no_event`.
+    pub reason: &'static str,
+    /// Due slots of the window not counted.
+    pub slots: u64,
+    /// The slot counting starts from (the job's first event); `null` without one.
+    #[serde(serialize_with = "ser_ts_opt")]
+    pub counted_from: Option<Timestamp>,
+    pub message: String,
 }
 
 /// Metrics of one job, with the data the charts need.
@@ -320,6 +339,8 @@ pub struct AuditResult {
     pub tz: TimeZone,
     /// The drill records read (`None` without any: AU301 is then skipped).
     pub drills: Option<DrillSummary>,
+    /// Jobs whose earlier slots were not counted (no `since`), by job.
+    pub notes: Vec<AuditNote>,
 }
 
 impl AuditResult {

@@ -16,6 +16,10 @@ use std::path::PathBuf;
 pub struct RunOptions {
     pub ledger: String,
     pub outputs: Option<String>,
+    /// `outputs` is the file `run` creates beside a JSONL ledger at the first output a
+    /// run reports, and it does not exist yet: no run reported one, so it is read as
+    /// zero outputs (the output checks still run) rather than refused.
+    pub outputs_unwritten: bool,
     pub manifests: Vec<PathBuf>,
     pub snapshots: Option<PathBuf>,
     pub from: Timestamp,
@@ -191,17 +195,20 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
     // into the auditor, and the outputs (which need nothing from the events) are read and
     // folded into their own tally, merged at finish.
     let (ev_res, out_res) = std::thread::scope(|s| {
-        let out_thread = outputs.as_ref().map(|src| {
-            let ropts = &ropts;
-            s.spawn(move || {
-                let cell = std::cell::RefCell::new(tally);
-                read::read_outputs(src, ropts, &mut |x| cell.borrow_mut().output(x), &mut |e| {
-                    cell.borrow_mut().row_error(e)
+        let out_thread = outputs
+            .as_ref()
+            .filter(|_| !o.outputs_unwritten)
+            .map(|src| {
+                let ropts = &ropts;
+                s.spawn(move || {
+                    let cell = std::cell::RefCell::new(tally);
+                    read::read_outputs(src, ropts, &mut |x| cell.borrow_mut().output(x), &mut |e| {
+                        cell.borrow_mut().row_error(e)
+                    })
+                    .map(|_| cell.into_inner())
+                    .map_err(|e| CannotRun(named(src, e.0)))
                 })
-                .map(|_| cell.into_inner())
-                .map_err(|e| CannotRun(named(src, e.0)))
-            })
-        });
+            });
         let (tx, rx) = std::sync::mpsc::sync_channel::<EventBatch>(8);
         let (back_tx, back_rx) = std::sync::mpsc::channel::<EventBatch>();
         let ledger = &ledger;

@@ -199,6 +199,7 @@ mod tests {
             max_attempts: None,
             fatal: Vec::new(),
             snapshot: None,
+            since: None,
         };
         let t: Timestamp = "2026-03-01T02:00:00Z".parse().expect("instant");
         assert_eq!(

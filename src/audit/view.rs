@@ -8,7 +8,7 @@
 use super::drills::Drills;
 use super::fold::outputs::DupOutput;
 use super::fold::slots::{Exec, SlotFlags};
-use super::fold::{Auditor, JobState, ms};
+use super::fold::{Auditor, JobState, NO_EVENT, ms};
 use super::snapshot::{Outcome, SnapshotCheck};
 use super::{AuditFinding, AuditJob, DrillStatus, checks};
 use crate::finding::RuleMeta;
@@ -32,6 +32,10 @@ pub(crate) struct JobView<'a> {
     /// Every slot of the schedule in `[from, to)` (ms), for a declared job with a schedule
     /// (empty when the job is disabled).
     pub(crate) expected: Option<Vec<i64>>,
+    /// From when the job's slots count (see [`Sight`]).
+    pub(crate) sight: Sight,
+    /// Due slots of the schedule in the window before [`JobView::sight`] lets them count.
+    pub(crate) not_counted: u64,
     /// Due expected slots (ms): how many, and the ones without a `start` (AU101).
     pub(crate) due_expected: u64,
     pub(crate) missed: Vec<i64>,
@@ -71,15 +75,26 @@ impl<'a> JobView<'a> {
             grace_ms,
             to_ms: a.to_ms,
             expected: None,
+            sight: Sight::NoEvent,
+            not_counted: 0,
             due_expected: 0,
             missed: Vec::new(),
             dup_outputs: Vec::new(),
             drills: a.drills.as_ref(),
             audit: a,
         };
+        v.sight = match (job.and_then(|j| j.since), a.first_event.get(id)) {
+            (Some(since), _) => Sight::Since(ms(since)),
+            (None, Some(&first)) if first != NO_EVENT => Sight::FirstEvent(first),
+            _ => Sight::NoEvent,
+        };
         if let Some(exp) = &expected {
             for &at in exp.iter() {
                 if !v.is_due(at) {
+                    continue;
+                }
+                if !v.counts(at) {
+                    v.not_counted += 1;
                     continue;
                 }
                 v.due_expected += 1;
@@ -101,6 +116,15 @@ impl<'a> JobView<'a> {
             .collect();
         v.dup_outputs.sort_by(|a, b| a.key.cmp(&b.key));
         v
+    }
+
+    /// Whether slot `at` of the schedule is the job's to run: at or after its `since`, or
+    /// else its first event (SPEC 7.1: first sight).
+    pub(crate) fn counts(&self, at: i64) -> bool {
+        match self.sight {
+            Sight::Since(from) | Sight::FirstEvent(from) => at >= from,
+            Sight::NoEvent => false,
+        }
     }
 
     /// Whether the manifest's checks judge this job: a declared job, with manifests.
@@ -162,6 +186,17 @@ impl<'a> JobView<'a> {
     ) -> AuditFinding {
         checks::finding(check, message, self.display, None, run_ids)
     }
+}
+
+/// From when a job's expected slots count: a slot before the job existed is not missed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sight {
+    /// The manifest's `since` (ms).
+    Since(i64),
+    /// No `since`: the earliest `scheduled_at` of the job's events in the ledger (ms).
+    FirstEvent(i64),
+    /// No `since` and no event: no slot counts, and the report says so.
+    NoEvent,
 }
 
 /// What a slot's snapshot file says (with `--snapshots`, for a slot that ran).
@@ -262,7 +297,10 @@ impl SlotBuf {
             .as_ref()
             .map(|e| e.binary_search(&at).is_ok())
             .unwrap_or(!declared || !job.with_manifest);
-        let counts_expected = due && (on_schedule || job.expected.is_none());
+        let counts_expected = match &job.expected {
+            Some(_) => due && on_schedule && job.counts(at),
+            None => due,
+        };
 
         self.execs.clear();
         self.execs.extend(a.slots.chain(sid));

@@ -26,10 +26,15 @@ pub(super) fn run(args: AuditArgs) -> Result<Outcome, Error> {
             )));
         }
     };
+    let outputs_unwritten = args
+        .outputs
+        .as_deref()
+        .is_some_and(|out| crate::live::unwritten_outputs(&args.ledger, out));
     let opts = RunOptions {
         settings,
         ledger: args.ledger,
         outputs: args.outputs,
+        outputs_unwritten,
         manifests: args.manifests,
         snapshots: args.snapshots,
         drills: args.drills,

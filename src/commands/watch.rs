@@ -7,9 +7,12 @@ use crate::cli::{LiveArgs, WatchArgs, WatchFormat};
 use crate::live::figures::Snapshot;
 use crate::live::{Live, LiveError, LiveOptions};
 use crate::report::{watch_json, watch_table};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+mod ends;
+use ends::{Ends, Wake};
 
 /// Opens what `watch` and `metrics` read.
 pub(super) fn open(src: LiveArgs, since_s: u64) -> Result<Live, Error> {
@@ -85,19 +88,34 @@ pub(super) fn run(args: WatchArgs) -> Result<Outcome, Error> {
     if tty && args.format == WatchFormat::Pretty {
         return screen::run(&mut live, first, interval, deadline, args.exit_on_alert);
     }
+    let mut ends = Ends::new(false).map_err(signals)?;
     let mut snap = Ok(first);
+    let mut notes_shown = Vec::new();
     loop {
         match &snap {
             Ok(s) => {
-                print(&match args.format {
+                let text = match args.format {
                     WatchFormat::Json => watch_json::line(s),
-                    WatchFormat::Pretty => summary(s),
-                });
+                    WatchFormat::Pretty => summary(s) + &new_notes(s, &mut notes_shown),
+                };
+                // Nobody reads any more (`watch … | head -1`, a closed pipe): ended as a
+                // SIGPIPE would end it, rather than refreshing for no one.
+                if let Err(e) = write_out(&text)
+                    && e.kind() == std::io::ErrorKind::BrokenPipe
+                {
+                    return Ok(signalled(libc::SIGPIPE));
+                }
                 if alerted(s) {
                     return Ok(Outcome::Found);
                 }
             }
-            Err(e) => eprintln!("batchguard watch: refresh failed, trying again: {e}"),
+            Err(e) => {
+                // Not `eprintln!`: it panics when standard error is a terminal gone.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "batchguard watch: refresh failed, trying again: {e}"
+                );
+            }
         }
         let mut wait = interval;
         if let Some(d) = deadline {
@@ -107,9 +125,34 @@ pub(super) fn run(args: WatchArgs) -> Result<Outcome, Error> {
             }
             wait = wait.min(left);
         }
-        std::thread::sleep(wait);
+        match ends.wait(wait).map_err(signals)? {
+            Wake::Signal(sig) => return Ok(signalled(sig)),
+            Wake::Gone => return Ok(terminal_gone()),
+            Wake::Timeout | Wake::Resized | Wake::Keys(_) => {}
+        }
         snap = live.refresh().map_err(|e| e.to_string());
     }
+}
+
+/// Writes `text` to standard output, flushed.
+fn write_out(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Exit 128 + N when signal N ended the watch, as a shell reports it.
+fn signalled(sig: i32) -> Outcome {
+    Outcome::Code(128u8.saturating_add(u8::try_from(sig).unwrap_or(u8::MAX)))
+}
+
+/// The terminal went away (end of file or hang-up on its input): ended as by a HUP.
+fn terminal_gone() -> Outcome {
+    signalled(signal_hook::consts::SIGHUP)
+}
+
+fn signals(e: std::io::Error) -> Error {
+    Error::Live(format!("cannot watch for signals and the terminal: {e}"))
 }
 
 fn width(tty: bool) -> u16 {
@@ -145,19 +188,29 @@ fn summary(s: &Snapshot) -> String {
     out
 }
 
+/// The notes of a refresh off the terminal, when they differ from the last ones shown
+/// (they change only as jobs run for the first time, so each refresh would repeat them).
+fn new_notes(s: &Snapshot, shown: &mut Vec<String>) -> String {
+    let now: Vec<String> = s.notes.iter().map(|n| n.message.clone()).collect();
+    if now == *shown {
+        return String::new();
+    }
+    let out = now.iter().map(|m| format!("  note {m}\n")).collect();
+    *shown = now;
+    out
+}
+
 /// The terminal screen: the alternate screen in raw mode, redrawn at every refresh and
 /// when the terminal is resized; `q`, Esc or Ctrl-C quit. TERM, HUP and INT sent to the
-/// process end it too, with the terminal given back and exit 128 + the signal.
+/// process, or its terminal going away, end it too, with the terminal given back and exit
+/// 128 + the signal (129 for a terminal gone).
 mod screen {
-    use super::{Error, Live, Outcome, Snapshot, no_color_env, watch_table};
-    use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+    use super::ends::{Ends, Wake, quit_keys};
+    use super::{Error, Live, Outcome, Snapshot, no_color_env, signalled, terminal_gone};
+    use super::{signals, watch_table};
     use ratatui::crossterm::{cursor, execute, terminal};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::io::Write;
     use std::time::{Duration, Instant};
-
-    /// How long a wait for a key lasts at most before the signal flag is looked at again.
-    const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
     /// Gives the terminal back however the screen ends.
     struct Restore;
@@ -184,20 +237,7 @@ mod screen {
         deadline: Option<Instant>,
         exit_on_alert: bool,
     ) -> Result<Outcome, Error> {
-        // Set to the signal's number when one arrives; the handlers only store it.
-        let stop = Arc::new(AtomicUsize::new(0));
-        for sig in [
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGHUP,
-            signal_hook::consts::SIGINT,
-        ] {
-            signal_hook::flag::register_usize(sig, Arc::clone(&stop), sig as usize)
-                .map_err(|e| Error::Live(format!("cannot handle signal {sig}: {e}")))?;
-        }
-        let stopped = || match stop.load(Ordering::Relaxed) {
-            0 => None,
-            sig => Some(Outcome::Code(128u8.saturating_add(sig as u8))),
-        };
+        let mut ends = Ends::new(true).map_err(signals)?;
         terminal::enable_raw_mode().map_err(io)?;
         let restore = Restore;
         execute!(
@@ -207,33 +247,44 @@ mod screen {
         )
         .map_err(io)?;
         let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
-        let mut term = ratatui::Terminal::new(backend).map_err(io)?;
+        // Never dropped: ratatui's drop shows the cursor and, when that fails (a terminal
+        // gone), prints with `eprintln!`, which panics on a hung-up terminal. `Restore`
+        // shows the cursor instead, ignoring a terminal that is no more.
+        let mut term = std::mem::ManuallyDrop::new(ratatui::Terminal::new(backend).map_err(io)?);
         let color = !no_color_env();
         let mut snap = first;
         let mut error: Option<String> = None;
+        // Drawing to a terminal that went away fails with EIO (a hang-up) or EPIPE: the
+        // watch ends as when its input says so; any other failure is an error.
+        let draw = |term: &mut ratatui::Terminal<_>, snap: &Snapshot, error: Option<&str>| {
+            term.draw(|f| {
+                let area = f.area();
+                watch_table::render(
+                    area,
+                    f.buffer_mut(),
+                    &watch_table::View {
+                        snap,
+                        error,
+                        color,
+                        live: true,
+                    },
+                )
+            })
+            .map(|_| None)
+            .or_else(|e: std::io::Error| match e.raw_os_error() {
+                Some(libc::EIO) | Some(libc::EPIPE) => Ok(Some(terminal_gone())),
+                _ => Err(io(e)),
+            })
+        };
         loop {
-            let draw = |term: &mut ratatui::Terminal<_>, snap: &Snapshot, error: Option<&str>| {
-                term.draw(|f| {
-                    let area = f.area();
-                    watch_table::render(
-                        area,
-                        f.buffer_mut(),
-                        &watch_table::View {
-                            snap,
-                            error,
-                            color,
-                            live: true,
-                        },
-                    )
-                })
-                .map(|_| ())
-                .map_err(io)
-            };
-            draw(&mut term, &snap, error.as_deref())?;
+            if let Some(gone) = draw(&mut term, &snap, error.as_deref())? {
+                return Ok(gone);
+            }
             if exit_on_alert && snap.alert_counts.total > 0 {
                 drop(restore);
                 for a in &snap.alerts {
-                    eprintln!(
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "batchguard watch: alert {} {}: {}",
                         a.kind.as_str(),
                         a.job,
@@ -245,9 +296,6 @@ mod screen {
             let next = Instant::now() + interval;
             loop {
                 let now = Instant::now();
-                if let Some(outcome) = stopped() {
-                    return Ok(outcome);
-                }
                 if deadline.is_some_and(|d| now >= d) {
                     return Ok(Outcome::Clean);
                 }
@@ -258,27 +306,21 @@ mod screen {
                 if wait.is_zero() {
                     break;
                 }
-                match event::poll(wait.min(SIGNAL_CHECK)) {
-                    Ok(true) => {}
-                    Ok(false) => continue,
-                    // A signal arrived during the wait: the flag says which.
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(io(e)),
-                }
-                match event::read().map_err(io)? {
-                    Event::Key(k) if k.kind != KeyEventKind::Release => {
-                        let ctrl_c = k.code == KeyCode::Char('c')
-                            && k.modifiers.contains(KeyModifiers::CONTROL);
-                        if matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) || ctrl_c {
-                            return Ok(Outcome::Clean);
+                match ends.wait(wait).map_err(signals)? {
+                    Wake::Signal(sig) => return Ok(signalled(sig)),
+                    Wake::Gone => return Ok(terminal_gone()),
+                    Wake::Keys(k) if quit_keys(&k) => return Ok(Outcome::Clean),
+                    Wake::Keys(_) => {}
+                    Wake::Resized => {
+                        if let Some(gone) = draw(&mut term, &snap, error.as_deref())? {
+                            return Ok(gone);
                         }
                     }
-                    Event::Resize(_, _) => {
-                        term.autoresize().map_err(io)?;
-                        draw(&mut term, &snap, error.as_deref())?;
-                    }
-                    _ => {}
+                    Wake::Timeout => break,
                 }
+            }
+            if let Some(sig) = ends.signal() {
+                return Ok(signalled(sig));
             }
             match live.refresh() {
                 Ok(s) => {

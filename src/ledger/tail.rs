@@ -172,6 +172,9 @@ struct FileCursor {
     offset: u64,
     line: u64,
     is_event: bool,
+    /// The file may not exist yet (the outputs file `run` creates at the first output):
+    /// until it does, it reads as empty.
+    until_created: bool,
 }
 
 impl Tail {
@@ -202,6 +205,14 @@ impl Tail {
             },
         };
         Ok(t)
+    }
+
+    /// Follows `path` as the outputs file though it does not exist yet: `run` creates it
+    /// beside a JSONL ledger at the first output reported, and until then there are none.
+    pub fn outputs_created_later(&mut self, path: &Path) {
+        let mut f = FileCursor::new(path, false);
+        f.until_created = true;
+        self.outputs = Some(Follow::File(f));
     }
 
     /// Whether outputs are followed (without them the output checks have nothing to read).
@@ -1026,6 +1037,7 @@ impl FileCursor {
             offset: 0,
             line: 0,
             is_event,
+            until_created: false,
         }
     }
 
@@ -1059,7 +1071,12 @@ impl FileCursor {
     ) -> Result<(), SourceError> {
         let io =
             |e: std::io::Error| SourceError(format!("cannot read ledger file {}: {e}", self.name));
-        let mut f = std::fs::File::open(&self.path).map_err(io)?;
+        let mut f = match std::fs::File::open(&self.path) {
+            Err(e) if self.until_created && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(());
+            }
+            r => r.map_err(io)?,
+        };
         let len = f.metadata().map_err(io)?.len();
         if len < self.offset {
             return Err(SourceError(format!(

@@ -6,7 +6,7 @@ use super::alerts::{self, Alert, AlertKind};
 use super::counters::{Counters, holder, skip_reason};
 use super::window::Window;
 use super::{Ended, JobLimits, Names, Open};
-use crate::audit::{AuditResult, Metrics};
+use crate::audit::{AuditNote, AuditResult, Metrics};
 use crate::ledger::EventKind;
 use crate::ledger::tail::{DrillRecord, Polled};
 use crate::store::HeldLease;
@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub findings: BTreeMap<&'static str, u64>,
     /// The audit's totals over the window.
     pub totals: Metrics,
+    /// Jobs whose slots before their first event (no `since`) were not counted.
+    pub notes: Vec<AuditNote>,
     /// How long the refresh took (milliseconds).
     pub refresh_ms: f64,
     /// Counters since the first row (for `metrics`).
@@ -106,6 +108,12 @@ pub struct JobFigures {
     pub last_passed_drill: Option<Timestamp>,
     /// Every metric of the audit over the window (SPEC 6), as `audit --format json` has it.
     pub metrics: Metrics,
+    /// Its slots are shown with seconds (a schedule with slots off the whole minute).
+    #[serde(skip)]
+    pub slot_seconds: bool,
+    /// Due slots of the window not counted (before its first event; see `notes`).
+    #[serde(skip)]
+    pub not_counted: u64,
 }
 
 /// A run going on now.
@@ -423,6 +431,13 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
                 alerts: alerts.iter().filter(|a| a.job == r.job).count() as u64,
                 last_passed_drill: passed_drill.get(&r.job).copied(),
                 metrics: m.clone(),
+                slot_seconds: lim.slot_seconds,
+                not_counted: audit
+                    .notes
+                    .iter()
+                    .filter(|n| n.job == r.job)
+                    .map(|n| n.slots)
+                    .sum(),
             }
         })
         .collect();
@@ -449,6 +464,7 @@ pub(crate) fn build(p: Parts<'_>) -> Snapshot {
         alert_counts: counts,
         findings,
         totals: audit.totals.clone(),
+        notes: audit.notes.clone(),
         refresh_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
         counters: counters.by_job(),
     }

@@ -72,6 +72,9 @@ pub struct JobLimits {
     pub missing_tolerance: Option<u64>,
     pub max_latency_s: Option<u64>,
     pub ttl_s: Option<u64>,
+    /// The schedule has slots off the whole minute (`*/10 * * * * *`): its slots are
+    /// shown with their seconds.
+    pub slot_seconds: bool,
 }
 
 /// A run with a `start` and no `end` yet.
@@ -209,6 +212,9 @@ struct Side {
     rows: u64,
     /// Rows of older slots than this are not kept in the window (they are still counted).
     keep_from: Timestamp,
+    /// Per shown job (by number), the earliest `scheduled_at` of its events: where its
+    /// slots start to count when it has no `since` (the window alone cannot say).
+    first_seen: Vec<Timestamp>,
 }
 
 impl TailSink for Side {
@@ -221,6 +227,11 @@ impl TailSink for Side {
         if ev.scheduled_at >= self.keep_from {
             self.window.push_event(e, id);
         }
+        let i = id as usize;
+        if self.first_seen.len() <= i {
+            self.first_seen.resize(i + 1, Timestamp::MAX);
+        }
+        self.first_seen[i] = self.first_seen[i].min(ev.scheduled_at);
         self.counters.event(&job, e, &self.open);
         match ev.event {
             EventKind::Start => {
@@ -321,7 +332,12 @@ impl Live {
             crate::store::StoreUrl::parse(url).map_err(|e| cannot(format!("--store {e}")))?;
         }
         let ledger = Source::parse(&o.ledger).map_err(|e| cannot(e.0))?;
+        let unwritten = o
+            .outputs
+            .as_deref()
+            .filter(|out| unwritten_outputs(&o.ledger, out));
         let outputs = match &o.outputs {
+            Some(_) if unwritten.is_some() => None,
             Some(s) => Some(Source::parse(s).map_err(|e| cannot(e.0))?),
             None => None,
         };
@@ -337,6 +353,10 @@ impl Live {
             },
         )
         .map_err(|e| cannot(e.0))?;
+        let mut tail = tail;
+        if let Some(path) = unwritten {
+            tail.outputs_created_later(std::path::Path::new(path));
+        }
         let with_manifest = !o.manifests.is_empty();
         let names = Names::new(&jobs, with_manifest, &o.jobs);
         let since_s = o.since_s;
@@ -365,6 +385,7 @@ impl Live {
                 first_errors: Vec::new(),
                 rows: 0,
                 keep_from: Timestamp::MIN,
+                first_seen: Vec::new(),
             },
             refreshes: 0,
         })
@@ -442,6 +463,12 @@ impl Live {
         self.side
             .window
             .events(from, to, &mut |e| a.event_ref(&e.event));
+        for (id, &first) in self.side.first_seen.iter().enumerate() {
+            if first == Timestamp::MAX {
+                continue;
+            }
+            a.first_event(self.side.names.by_id(id as u32), first);
+        }
         a.events_done();
         let mut tally = a.output_tally();
         self.side
@@ -476,6 +503,18 @@ impl Live {
     }
 }
 
+/// Whether `outputs` is the outputs file beside JSONL ledger `ledger` (SPEC 5.2) and
+/// does not exist while the ledger does: `run` creates it at the first output reported,
+/// so it is followed as empty until then. Any other missing file is still an error.
+pub fn unwritten_outputs(ledger: &str, outputs: &str) -> bool {
+    let ledger = std::path::Path::new(ledger);
+    let outputs = std::path::Path::new(outputs);
+    crate::store::jsonl::is_jsonl_path(&ledger.to_string_lossy())
+        && ledger.is_file()
+        && crate::store::jsonl::outputs_path(ledger) == outputs
+        && !outputs.exists()
+}
+
 /// The store, which must exist: `watch` never creates one.
 fn open_store(url: &str) -> Result<Box<dyn Store>, String> {
     if let Some(path) = url.strip_prefix("sqlite:") {
@@ -488,6 +527,25 @@ fn open_store(url: &str) -> Result<Box<dyn Store>, String> {
     }
     let url = crate::store::StoreUrl::parse(url).map_err(|e| format!("--store {e}"))?;
     crate::store::open(&url).map_err(|e| e.0)
+}
+
+/// Whether any of the job's next few slots falls off the whole minute: a schedule with
+/// a seconds field that does not pin it to 0.
+fn off_the_minute(j: &AuditJob) -> bool {
+    let Some(s) = &j.schedule else {
+        return false;
+    };
+    let mut t = Timestamp::now();
+    for _ in 0..4 {
+        match s.next_after(&j.tz, t) {
+            Some(next) if next.as_second().rem_euclid(60) != 0 || next.subsec_nanosecond() != 0 => {
+                return true;
+            }
+            Some(next) => t = next,
+            None => return false,
+        }
+    }
+    false
 }
 
 /// Each kept manifest job's thresholds, by the name the audit shows it with.
@@ -538,6 +596,7 @@ fn limits(paths: &[PathBuf], jobs: &[AuditJob]) -> HashMap<String, JobLimits> {
                     missing_tolerance: tolerance,
                     max_latency_s: j.max_latency_s,
                     ttl_s: j.ttl_s,
+                    slot_seconds: off_the_minute(j),
                 },
             )
         })

@@ -226,6 +226,51 @@ impl FromNode for u64 {
     }
 }
 
+impl FromNode for super::model::Since {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        let help = "write an RFC 3339 time with its offset, such as 2026-03-01T09:00:00Z";
+        let Value::Str(s) = &node.value else {
+            cx.wrong_type(node, "an RFC 3339 time such as 2026-03-01T09:00:00Z");
+            return None;
+        };
+        // jiff alone would also take `2026-03-01 09:00Z` and bracketed zones; `since:` is
+        // RFC 3339 as the SPEC says, so its shape is checked first.
+        let rfc3339 = s.len() >= 20
+            && s.as_bytes()
+                .get(10)
+                .is_some_and(|b| matches!(b, b'T' | b't'))
+            && !s.contains('[');
+        match s.parse::<jiff::Timestamp>() {
+            Ok(t) if rfc3339 => Some(super::model::Since(t)),
+            Ok(_) => {
+                cx.push(
+                    Issue::InvalidValue,
+                    node.span,
+                    format!("`{s}` is not an RFC 3339 time"),
+                    help.into(),
+                );
+                None
+            }
+            Err(e) => {
+                let why = if s.parse::<jiff::civil::DateTime>().is_ok()
+                    || s.parse::<jiff::civil::Date>().is_ok()
+                {
+                    "has no UTC offset (add `Z` or `+01:00`)".to_owned()
+                } else {
+                    format!("is not an RFC 3339 time: {e}")
+                };
+                cx.push(
+                    Issue::InvalidValue,
+                    node.span,
+                    format!("`{s}` {why}"),
+                    help.into(),
+                );
+                None
+            }
+        }
+    }
+}
+
 impl FromNode for Duration {
     fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
         match &node.value {

@@ -279,6 +279,24 @@ impl JsonSchema for MaxAttempts {
     }
 }
 
+/// `since`: an RFC 3339 time with its offset (`2026-03-01T09:00:00Z`), the job's first
+/// deployment. Earlier slots of the schedule are not the job's: no one ran them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Since(pub jiff::Timestamp);
+
+impl JsonSchema for Since {
+    fn schema_name() -> Cow<'static, str> {
+        "Since".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "format": "date-time",
+            "description": "An RFC 3339 time with its offset (2026-03-01T09:00:00Z): when the job was first deployed. Audit, watch and metrics count its slots from here."
+        })
+    }
+}
+
 /// A command: an argv list, or (reported by BG802) one shell string.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -538,6 +556,9 @@ section! {
         replay: Replay,
         /// false keeps the job declared but unscheduled.
         enabled: bool,
+        /// When the job was first deployed (RFC 3339): audit, watch and metrics count its
+        /// expected slots from here, not from the start of their window.
+        since: Since,
         /// This job's own platform, scheduler or instances, for a service whose jobs run
         /// on more than one platform: each field given overrides the manifest's.
         deployment: Deployment,

@@ -173,6 +173,13 @@ pub fn render(r: &AuditResult) -> String {
         }
         h.push_str("</ul>");
     }
+    if !r.notes.is_empty() {
+        h.push_str("<h2>Slots not counted</h2><ul>");
+        for n in &r.notes {
+            h.push_str(&format!("<li>{}</li>", rich(&n.message)));
+        }
+        h.push_str("</ul>");
+    }
     let drill_errors = r.drills.as_ref().map_or(&[][..], |d| &d.errors[..]);
     if !r.row_errors.is_empty() || !drill_errors.is_empty() {
         h.push_str("<h2>Rejected rows</h2><ul>");

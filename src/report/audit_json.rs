@@ -40,6 +40,10 @@ pub fn value(r: &AuditResult) -> Value {
             "warnings": r.count(crate::finding::Severity::Warning),
         },
     });
+    // Only when a job's slots were not all counted, so a report is what it was before.
+    if !r.notes.is_empty() {
+        v["notes"] = serde_json::to_value(&r.notes).unwrap_or(Value::Null);
+    }
     // Only with drill records, so a report without them is what it was before them.
     if let Some(d) = &r.drills {
         let mut dv = serde_json::to_value(d).unwrap_or(Value::Null);

@@ -190,5 +190,11 @@ pub fn render(r: &AuditResult) -> String {
             out.push_str(&format!("- {}: {}\n", s.codes.join(", "), text(&s.reason)));
         }
     }
+    if !r.notes.is_empty() {
+        out.push_str("\n## Slots not counted\n\n");
+        for n in &r.notes {
+            out.push_str(&format!("- {}\n", text(&n.message)));
+        }
+    }
     out
 }

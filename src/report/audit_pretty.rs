@@ -315,6 +315,12 @@ pub fn render(r: &AuditResult, color: bool) -> String {
     if !r.skipped.is_empty() {
         out.push('\n');
     }
+    for n in &r.notes {
+        out.push_str(&format!("\n{} {}", paint("2", "note"), n.message));
+    }
+    if !r.notes.is_empty() {
+        out.push('\n');
+    }
     let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));
     out.push_str(&format!(
         "\n{}: {}, {} in {}\n",

@@ -22,6 +22,7 @@
 //! | `batchguard_run_latency_seconds` | histogram | job_name | `scheduled_at` to the first successful `end` of each slot |
 //! | `batchguard_last_success_timestamp_seconds` | gauge | job_name | the latest successful `end` |
 //! | `batchguard_expected_slots`, `batchguard_missed_slots`, `batchguard_failed_slots` | gauge | job_name | the audit's figures over the window |
+//! | `batchguard_uncounted_slots` | gauge | job_name | due slots of the window before the job's first event (no `since:`), not counted |
 //! | `batchguard_lock_contention_ratio` | gauge | job_name | skips / (starts + skips) over the window |
 //! | `batchguard_running_runs` | gauge | job_name | runs going on now |
 //! | `batchguard_live_leases`, `batchguard_expired_leases` | gauge | job_name | leases held, within and past their TTL |
@@ -272,7 +273,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         }
     }
     type Gauge = fn(&crate::live::figures::JobFigures) -> Option<f64>;
-    let gauges: [(&str, &str, Gauge); 7] = [
+    let gauges: [(&str, &str, Gauge); 8] = [
         (
             "batchguard_expected_slots",
             "Slots of the schedule due in the window.",
@@ -282,6 +283,11 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
             "batchguard_missed_slots",
             "Due slots of the window with no start (AU101).",
             |j| Some(j.missed as f64),
+        ),
+        (
+            "batchguard_uncounted_slots",
+            "Due slots of the window before the job's first event, not counted as missed: the job has no since: (with no event at all, every due slot).",
+            |j| Some(j.not_counted as f64),
         ),
         (
             "batchguard_failed_slots",

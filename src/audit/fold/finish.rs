@@ -5,8 +5,8 @@ use super::Auditor;
 use crate::audit::drills::Drills;
 use crate::audit::hist::Histogram;
 use crate::audit::metrics::{self, Attempts, JobMetrics, JobTally, PerDay};
-use crate::audit::view::{JobView, SlotBuf};
-use crate::audit::{AuditFinding, AuditResult, DrillInput, JobReport, checks};
+use crate::audit::view::{JobView, Sight, SlotBuf, ts};
+use crate::audit::{AuditFinding, AuditNote, AuditResult, DrillInput, JobReport, checks};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefIterator, ParallelIterator};
 
 /// What judging one job yields.
@@ -15,6 +15,7 @@ struct JobOut {
     findings: Vec<AuditFinding>,
     attempts: Attempts,
     per_day: PerDay,
+    note: Option<AuditNote>,
 }
 
 impl Auditor {
@@ -69,7 +70,9 @@ impl Auditor {
         let mut per_day = PerDay::new();
         let mut totals_lat = Histogram::default();
         let mut totals_dur = Histogram::default();
+        let mut notes = Vec::new();
         for o in outs {
+            notes.extend(o.note);
             totals_lat.merge(&o.report.latency_hist);
             totals_dur.merge(&o.report.duration_hist);
             parts.push(o.attempts);
@@ -114,6 +117,7 @@ impl Auditor {
             per_day: per_day.into_iter().map(|(d, (a, b))| (d, a, b)).collect(),
             tz: self.report_tz.clone().unwrap_or(jiff::tz::TimeZone::UTC),
             drills: drill_summary,
+            notes,
         }
     }
 
@@ -132,6 +136,7 @@ impl Auditor {
         }
         checks::job_end(&job, &mut findings);
         let drills = job.drill_status();
+        let note = first_sight_note(&job);
         let JobMetrics {
             metrics,
             latency,
@@ -151,6 +156,55 @@ impl Auditor {
             findings,
             attempts,
             per_day,
+            note,
         }
     }
+}
+
+/// The note for a job whose earlier slots were not counted: it has no `since` and either
+/// a first event inside the window or no event at all.
+fn first_sight_note(job: &JobView) -> Option<AuditNote> {
+    let declared = job.checked()?;
+    if !declared.enabled || job.expected.is_none() {
+        return None;
+    }
+    let n = job.not_counted;
+    let slots = crate::text::plural(n as usize, "slot");
+    let are = if n == 1 { "is" } else { "are" };
+    let (reason, counted_from, message) = match job.sight {
+        Sight::Since(_) => return None,
+        Sight::FirstEvent(_) if n == 0 => return None,
+        Sight::FirstEvent(first) => (
+            "before_first_run",
+            Some(ts(first)),
+            format!(
+                "`{}`: {slots} before the first run ({}) {are} not counted: set `since:`",
+                job.display,
+                job.slot_text(ts(first))
+            ),
+        ),
+        Sight::NoEvent if n == 0 => (
+            "no_event",
+            None,
+            format!(
+                "`{}` has no event in the ledger: no slot of it counts until its first run: set `since:` to count them as missed",
+                job.display
+            ),
+        ),
+        Sight::NoEvent => (
+            "no_event",
+            None,
+            format!(
+                "`{}` has no event in the ledger: {slots} of the window {are} not counted: set `since:` to count them as missed",
+                job.display
+            ),
+        ),
+    };
+    Some(AuditNote {
+        job: job.display.to_owned(),
+        reason,
+        slots: n,
+        counted_from,
+        message,
+    })
 }

@@ -80,7 +80,17 @@ pub struct Auditor {
     /// The drill records given ([`Auditor::drills`]), resolved to jobs at finish.
     pub(crate) drill_input: crate::audit::DrillInput,
     pub(crate) drills: Option<crate::audit::drills::Drills>,
+    /// Per manifest job, the earliest `scheduled_at` (ms) of any of its events, the window
+    /// or not ([`NO_EVENT`] when none): without `since`, slots count from there.
+    pub(crate) first_event: Vec<i64>,
+    /// The last job name [`Auditor::first_event`] looked up and its manifest index: rows
+    /// outside the window come in runs of one job, and a narrow window over a long ledger
+    /// sees mostly those.
+    first_event_name: (String, Option<usize>),
 }
+
+/// No event of the job was read.
+pub(crate) const NO_EVENT: i64 = i64::MAX;
 
 impl Auditor {
     /// `jobs`: every job of every `--manifest` (empty without manifests).
@@ -127,6 +137,8 @@ impl Auditor {
             report_tz: None,
             drill_input: Default::default(),
             drills: None,
+            first_event: vec![NO_EVENT; jobs.len()],
+            first_event_name: (String::new(), None),
             jobs,
             opts,
         }
@@ -196,11 +208,15 @@ impl Auditor {
         self.input.events += 1;
         if !self.in_window(e.scheduled_at) {
             self.input.rows_outside_window += 1;
+            self.first_event(e.job, e.scheduled_at);
             return;
         }
         let job = self.job_id(e.job);
         if job == IGNORED {
             return;
+        }
+        if let Some(first) = self.first_event.get_mut(job as usize) {
+            *first = (*first).min(ms(e.scheduled_at));
         }
         self.states[job as usize].rows += 1;
         let slot = self.slots.slot_id(job, ms(e.scheduled_at));
@@ -243,6 +259,24 @@ impl Auditor {
                     fatal,
                 );
             }
+        }
+    }
+
+    /// An event of ledger job `name` for slot `scheduled_at`, read but not folded (a
+    /// follower keeps only the window's rows, yet has seen every row): it tells when the
+    /// job was first seen, which [`Auditor::event_ref`] learns by itself from every row.
+    pub fn first_event(&mut self, name: &str, scheduled_at: Timestamp) {
+        if self.first_event.is_empty() {
+            return;
+        }
+        let (last, index) = &mut self.first_event_name;
+        if last != name {
+            last.clear();
+            last.push_str(name);
+            *index = self.names.declared.get(name).copied();
+        }
+        if let Some(first) = index.and_then(|m| self.first_event.get_mut(m)) {
+            *first = (*first).min(ms(scheduled_at));
         }
     }
 
