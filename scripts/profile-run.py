@@ -21,25 +21,16 @@ import shutil
 import statistics
 import subprocess
 import sys
+import importlib.util
 import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
-BASE_SLOT = 1_772_330_400  # 2026-03-01T02:00:00Z
-MANIFEST = """version: 1
-service: bench
-jobs:
-  - name: j
-    schedule: "* * * * *"
-    expected_duration: 1s
-    command: ["true"]
-    lock:
-      key: "{job}:{scheduled_at}"
-      ttl: 60s
-    retry:
-      max_attempts: 1
-"""
+# The manifest and slots of scripts/bench-run.py, so both measure the same job.
+_spec = importlib.util.spec_from_file_location("bench_run", ROOT / "scripts" / "bench-run.py")
+bench_run = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_run)
+MANIFEST, slot = bench_run.MANIFEST, bench_run.slot
 
 # (step, frame substring), main thread: the outermost frame that matches names the step.
 MAIN_STEPS = [
@@ -76,10 +67,6 @@ WORKER_STEPS = [
     ("sqlite: worker thread start", "thread_info::set_current_info"),
     ("sqlite: hand-offs with the worker", "flume"),
 ]
-
-
-def slot(i):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(BASE_SLOT + 60 * i))
 
 
 def cpu_of(argv, cwd):
@@ -136,7 +123,7 @@ def main():
         subprocess.run(["perf", "record", "-q", "-F", str(a.freq), "--call-graph", "dwarf,32768",
                         "-o", str(data), "--", "sh", str(script)], cwd=work, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        out = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,ip,sym"],
+        out = subprocess.run(["perf", "script", "--no-inline", "-i", str(data), "-F", "comm,ip,sym"],
                              capture_output=True, text=True).stdout
         counts = collections.Counter()
         total = 0
@@ -153,8 +140,10 @@ def main():
                 if step is None and any("guard::guarded" in f for f in frames):
                     step = "guard: the rest (events, environment, tokio)"
                 elif step is None and any("lang_start_internal" in f for f in frames) and \
-                        not any("batchguard::main" in f for f in frames):
+                        not any(k in f for f in frames for k in ("batchguard::", "tokio", "sqlx")):
                     step = "process start: Rust runtime, allocator arena"
+                elif step is None and any("tokio" in f or "sqlx" in f for f in frames):
+                    step = "store: tokio and sqlx (main thread side)"
                 elif step is None:
                     step = "other (main thread)"
             else:
