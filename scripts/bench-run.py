@@ -15,7 +15,15 @@ One command: builds batchguard (release), then prints, for each store that is re
 
 Then one table with every store side by side (the one in docs/benchmarks.md).
 
+With `--idle-procs N`, the SQLite runs are measured again while N idle processes (`sleep`)
+run beside them, and then once more without them: the guard's clean-up must cost the same
+whatever the host's process count. `--only sqlite,redis` measures only the stores named.
+
+Besides wall time, each row gives the median CPU time (user + system, of `run` and the
+`true` it starts, from `wait4`), which a loaded machine inflates far less than wall time.
+
     python3 scripts/bench-run.py [--runs 200] [--pg URL] [--redis URL] [--mysql URL]
+                                 [--only STORES] [--idle-procs N] [--bin PATH]
 
 Defaults: postgres://postgres@127.0.0.1:5432/test, redis://127.0.0.1:6379/0,
 mysql://root@127.0.0.1:3306/test (or BATCHGUARD_TEST_PG / _REDIS / _MYSQL). PostgreSQL needs
@@ -65,14 +73,29 @@ def slot(i):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", t)
 
 
-def timed(argv, cwd):
+CPU = {}  # id(list of wall times) -> CPU times of the same runs
+
+
+def timed(argv, cwd, cpu=None):
+    """Wall time (ms) of one run; its CPU time (user + system, ms) is appended to `cpu`."""
+    err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
-    r = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+    p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=err)
+    _, status, ru = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t0
-    if r.returncode != 0:
-        sys.exit(f"{argv[0]} failed ({r.returncode}): {r.stderr.decode(errors='replace')}")
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        err.seek(0)
+        sys.exit(f"{argv[0]} failed ({p.returncode}): {err.read().decode(errors='replace')}")
+    if cpu is not None:
+        cpu.append((ru.ru_utime + ru.ru_stime) * 1000.0)
     return dt * 1000.0
+
+
+def sample(xs, argv, cwd):
+    """Appends one run's wall time to `xs` and its CPU time beside it."""
+    xs.append(timed(argv, cwd, CPU.setdefault(id(xs), [])))
 
 
 def pct(xs, p):
@@ -86,7 +109,39 @@ def row(name, xs, base=None):
     extra = ""
     if base is not None:
         extra = f"   +{med - statistics.median(base):6.2f} ms median over bare true"
+    cpu = CPU.get(id(xs))
+    if cpu:
+        extra += f"   cpu median {statistics.median(cpu):6.2f} ms"
     print(f"  {name:<40} median {med:7.2f} ms   p95 {p95:7.2f} ms{extra}")
+
+
+def cpu_median(xs):
+    cpu = CPU.get(id(xs))
+    return statistics.median(cpu) if cpu else float("nan")
+
+
+def host_processes():
+    return sum(1 for e in os.listdir("/proc") if e.isdigit())
+
+
+def idle_processes(n):
+    """n idle processes (`sleep`), started now; the caller stops them."""
+    sleep = shutil.which("sleep")
+    return [subprocess.Popen([sleep, "3600"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(n)]
+
+
+def sqlite_overhead(bg, work, runs, offset):
+    """run -- true on SQLite, interleaved with bare true: (true times, run times)."""
+    base = [bg, "run", "--manifest", "m.batchguard.yaml", "--job", "j", "--store",
+            "sqlite:.batchguard/store.db"]
+    true = shutil.which("true")
+    t_bare, t_run = [], []
+    for i in range(runs):
+        sample(t_bare, [true], work)
+        sample(t_run, base + ["--scheduled-at", slot(offset + i), "--", true], work)
+    return t_bare, t_run
 
 
 # ------------------------------------------------------------------ protocol proxies
@@ -312,9 +367,8 @@ def measure(bg, work, store, runs, offset, t_true):
     timed(base + store.args() + ["--scheduled-at", slot(offset), "--", true], work)  # warm-up
     t_run, t_bare = [], []
     for i in range(1, runs + 1):
-        t_bare.append(timed([true], work))
-        t_run.append(timed(base + store.args() + ["--scheduled-at", slot(offset + i), "--", true],
-                           work))
+        sample(t_bare, [true], work)
+        sample(t_run, base + store.args() + ["--scheduled-at", slot(offset + i), "--", true], work)
     row("true", t_bare)
     row(f"batchguard run -- true ({store.name})", t_run, t_bare)
     trips = skip_trips = "-"
@@ -338,6 +392,7 @@ def measure(bg, work, store, runs, offset, t_true):
         "median": statistics.median(t_run),
         "p95": pct(t_run, 95),
         "over": statistics.median(t_run) - statistics.median(t_bare),
+        "cpu": cpu_median(t_run) - cpu_median(t_bare),
         "trips": trips,
         "skip_trips": skip_trips,
         "counts": counts,
@@ -354,11 +409,18 @@ def main():
         "BATCHGUARD_TEST_REDIS", "redis://127.0.0.1:6379/0"))
     ap.add_argument("--mysql", default=os.environ.get(
         "BATCHGUARD_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test"))
+    ap.add_argument("--only", default="sqlite,postgres,redis,mysql",
+                    help="the stores to measure, comma-separated")
+    ap.add_argument("--idle-procs", type=int, default=0,
+                    help="measure SQLite again with this many idle processes beside it")
+    ap.add_argument("--bin", help="measure this binary instead of building one")
     a = ap.parse_args()
+    only = set(a.only.split(","))
 
-    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "batchguard", "--bin",
-                    "batchguard"], cwd=ROOT, check=True)
-    bg = str(RELEASE / "batchguard")
+    if a.bin is None:
+        subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "batchguard", "--bin",
+                        "batchguard"], cwd=ROOT, check=True)
+    bg = os.path.abspath(a.bin) if a.bin else str(RELEASE / "batchguard")
     true = shutil.which("true")
     flock = shutil.which("flock")
     work = pathlib.Path(tempfile.mkdtemp(prefix="bg-bench-run-"))
@@ -370,9 +432,9 @@ def main():
         # ---- the peers: bare true and flock
         t_true, t_flock = [], []
         for _ in range(a.runs):
-            t_true.append(timed([true], work))
+            sample(t_true, [true], work)
             if flock:
-                t_flock.append(timed([flock, "-n", str(work / "flock"), true], work))
+                sample(t_flock, [flock, "-n", str(work / "flock"), true], work)
         print(f"\npeers, {a.runs} runs each")
         row("true", t_true)
         if flock:
@@ -388,12 +450,36 @@ def main():
             with sqlite3.connect(work / ".batchguard/store.db") as c:
                 return c.execute("SELECT event, count(*) FROM batchguard_events WHERE scheduled_at"
                                  " = ? GROUP BY event ORDER BY event", (contended,)).fetchall()
-        rows.append(measure(bg, work, Store("SQLite", "sqlite:.batchguard/store.db",
-                                            counts=ledger_counts(sqlite_counts)),
-                            a.runs, 0, t_true))
+        if "sqlite" in only:
+            rows.append(measure(bg, work, Store("SQLite", "sqlite:.batchguard/store.db",
+                                                counts=ledger_counts(sqlite_counts)),
+                                a.runs, 0, t_true))
+
+        # ---- SQLite beside many idle processes, then without them again
+        idle_rows = []
+        if a.idle_procs > 0:
+            print(f"\n== SQLite beside {a.idle_procs} idle processes")
+            for label, offset, n in (("without", 200000, 0), ("with", 300000, a.idle_procs),
+                                     ("without, after", 400000, 0)):
+                procs = idle_processes(n)
+                try:
+                    count = host_processes()
+                    t_bare, t_run = sqlite_overhead(bg, work, a.runs, offset)
+                finally:
+                    for p in procs:
+                        p.kill()
+                    for p in procs:
+                        p.wait()
+                row(f"true ({count} processes on the host)", t_bare)
+                row(f"run -- true, {label} idle processes", t_run, t_bare)
+                idle_rows.append((label, count, statistics.median(t_run), pct(t_run, 95),
+                                  statistics.median(t_run) - statistics.median(t_bare),
+                                  cpu_median(t_run) - cpu_median(t_bare)))
 
         # ---- PostgreSQL
-        if shutil.which("psql") and psql(a.pg, "SELECT 1").returncode == 0:
+        if "postgres" not in only:
+            pass
+        elif shutil.which("psql") and psql(a.pg, "SELECT 1").returncode == 0:
             db = f"bg_bench_{os.getpid()}"
             psql(a.pg, f"CREATE DATABASE {db}")
             cleanup.append(lambda: psql(a.pg, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
@@ -418,7 +504,9 @@ def main():
         prefix = f"bg-bench-{os.getpid()}"
         probe = subprocess.run(["redis-cli", "-u", a.redis, "PING"], capture_output=True,
                                text=True) if shutil.which("redis-cli") else None
-        if probe is not None and probe.stdout.strip() == "PONG":
+        if "redis" not in only:
+            pass
+        elif probe is not None and probe.stdout.strip() == "PONG":
             def drop_keys():
                 keys = subprocess.run(["redis-cli", "-u", a.redis, "--scan", "--pattern",
                                        f"{prefix}:*"], capture_output=True, text=True).stdout.split()
@@ -448,7 +536,9 @@ def main():
             print(f"\nRedis: skipped ({a.redis} unreachable or no redis-cli)")
 
         # ---- MySQL / MariaDB
-        if shutil.which("mysql") and mysql_cli(a.mysql, "SELECT 1").returncode == 0:
+        if "mysql" not in only:
+            pass
+        elif shutil.which("mysql") and mysql_cli(a.mysql, "SELECT 1").returncode == 0:
             db = f"bg_bench_{os.getpid()}"
             mysql_cli(a.mysql, f"CREATE DATABASE {db}")
             cleanup.append(lambda: mysql_cli(a.mysql, f"DROP DATABASE IF EXISTS {db}"))
@@ -473,13 +563,22 @@ def main():
         print(f"\nrun -- true, {a.runs} runs per store; bare true median "
               f"{statistics.median(t_true):.2f} ms" +
               (f", flock -n FILE true median {statistics.median(t_flock):.2f} ms" if flock else ""))
-        print("\n| store | median | p95 | over bare `true` (median) | round trips, successful run "
-              "(skip) | 50 contenders on one slot | contender wall time median / p95 |")
-        print("|---|---|---|---|---|---|---|")
+        print(f"load average before the table: {os.getloadavg()[0]:.1f}")
+        print("\n| store | median | p95 | over bare `true` (median) | CPU over bare `true` (median) "
+              "| round trips, successful run (skip) | 50 contenders on one slot "
+              "| contender wall time median / p95 |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['store']} | {r['median']:.2f} ms | {r['p95']:.2f} ms | +{r['over']:.2f} ms "
-                  f"| {r['trips']} ({r['skip_trips']}) | {r['counts']} "
+                  f"| +{r['cpu']:.2f} ms | {r['trips']} ({r['skip_trips']}) | {r['counts']} "
                   f"| {r['contender'][0]:.0f} ms / {r['contender'][1]:.0f} ms |")
+        if idle_rows:
+            print("\n| SQLite `run -- true` | processes on the host | median | p95 "
+                  "| over bare `true` (median) | CPU over bare `true` (median) |")
+            print("|---|---|---|---|---|---|")
+            for label, count, med, p95, over, cpu in idle_rows:
+                print(f"| {label} idle processes | {count} | {med:.2f} ms | {p95:.2f} ms "
+                      f"| +{over:.2f} ms | +{cpu:.2f} ms |")
     finally:
         for c in cleanup:
             c()

@@ -371,6 +371,77 @@ fn a_setsid_grandchild_is_killed() {
     assert!(!alive(gc), "a descendant outlived the lease");
 }
 
+/// A descendant that left the group and is not a child of `run` either: its parent left
+/// the group too and is still alive, so only a walk down the process tree finds it.
+#[test]
+fn descendants_that_left_the_group_are_killed_at_any_depth() {
+    let c = Case::new(
+        "60s",
+        NO_RETRY,
+        &sh(
+            "setsid sh -c 'setsid sh -c \"echo \\$\\$ > gc.tmp; echo >> gc.tmp; mv gc.tmp gc; exec sleep 60\" & echo $$ > mid.tmp; echo >> mid.tmp; mv mid.tmp mid; wait' & while [ ! -f gc ] || [ ! -f mid ]; do sleep 0.01; done; exit 0",
+        ),
+    );
+    let o = c.run(&["--scheduled-at", SLOT]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mid: i32 = wait_for(&c.path("mid")).parse().unwrap();
+    let gc: i32 = wait_for(&c.path("gc")).parse().unwrap();
+    assert!(
+        !alive(mid),
+        "a descendant outside the group outlived the lease"
+    );
+    assert!(
+        !alive(gc),
+        "a grandchild outside the group outlived the lease"
+    );
+}
+
+/// The lease stays held while a descendant is still ending: a second instance started
+/// from that descendant's TERM handler, after the command itself has exited, is refused
+/// as `held by t1`, and its `skip` is in the ledger before the holder's `end`.
+#[test]
+fn the_lease_is_released_only_after_the_last_descendant_ended() {
+    let second = format!(
+        "{} run --manifest m.batchguard.yaml --job j --instance t2 --scheduled-at {SLOT} -- true 2> second.txt",
+        bin().display()
+    );
+    let c = Case::new(
+        "60s",
+        NO_RETRY,
+        &sh(&format!(
+            "setsid sh -c 'trap \"{second}; exit 0\" TERM; echo > ready.tmp; mv ready.tmp ready; while :; do sleep 0.05; done' & while [ ! -f ready ]; do sleep 0.01; done; exit 0"
+        )),
+    );
+    let o = c.run(&["--scheduled-at", SLOT]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let second = std::fs::read_to_string(c.path("second.txt")).expect("the second instance ran");
+    assert!(second.contains("skipped: held by t1"), "{second}");
+    let ev = c.events();
+    assert_eq!(kinds(&ev), ["start", "skip", "end"], "{ev:?}");
+    assert_eq!(ev[2].status.as_deref(), Some("success"));
+}
+
+/// batchguard turns transparent huge pages off for itself (its allocator's arena); the
+/// command gets the setting batchguard was started with.
+#[test]
+fn the_command_keeps_the_huge_page_setting_it_was_given() {
+    let status = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("THP_enabled:"))
+            .map(|l| l.split_whitespace().last().unwrap_or("").to_owned())
+    };
+    let mine = status(&std::fs::read_to_string("/proc/self/status").expect("status"));
+    let c = Case::new(
+        "10s",
+        NO_RETRY,
+        &sh("grep THP_enabled /proc/self/status > thp.txt || true"),
+    );
+    let o = c.run(&["--scheduled-at", SLOT]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let theirs = status(&std::fs::read_to_string(c.path("thp.txt")).unwrap_or_default());
+    assert_eq!(theirs, mine);
+}
+
 #[test]
 fn malformed_outputs_are_counted_in_detail() {
     let c = Case::new(
