@@ -653,7 +653,13 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
             }
         }
     }
-    crate::sources::code::link(&mut run.project.regs, &modules, &code.runners, &code.hpas);
+    crate::sources::code::link(
+        &mut run.project.regs,
+        &modules,
+        &code.runners,
+        &code.hpas,
+        &opts.paths,
+    );
     run.not_read = not_read;
     run.not_read.extend(found.not_read);
     run.not_read.extend(found.hidden.iter().map(|p| NotRead {

@@ -54,7 +54,7 @@ impl Rule for InProcessScheduleGated {
         out.emit_full(
             cx.reg.span,
             format!(
-                "{} ({}, {}) runs only where {}: one replica set is safe, but a second \
+                "{} ({}, {}) runs only {}: one replica set is safe, but a second \
                  deploy, a blue/green overlap or a second cluster runs it again, and a \
                  restart of that instance skips slots",
                 code.call,

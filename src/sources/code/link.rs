@@ -83,7 +83,19 @@ pub fn link(
     modules: &[Module],
     runners: &[Runner],
     hpas: &[(String, u64)],
+    roots: &[PathBuf],
 ) {
+    let roots: Vec<PathBuf> = roots
+        .iter()
+        .map(|r| {
+            let r = normalize(r);
+            if r.is_file() {
+                r.parent().map_or(r.clone(), Path::to_path_buf)
+            } else {
+                r
+            }
+        })
+        .collect();
     let index = Index {
         by_path: modules
             .iter()
@@ -170,7 +182,7 @@ pub fn link(
             .and_then(|s| index.resolve(&normalize(&dir.join(s))))
             .unwrap_or(m);
         let path = &modules[job_module].path;
-        let root = project_dir(path, &mut project_dirs);
+        let root = project_dir(path, &roots, &mut project_dirs);
         let rel = path.strip_prefix(&root).unwrap_or(path);
         reg.command = vec!["node".to_owned(), rel.to_string_lossy().into_owned()];
     }
@@ -199,8 +211,9 @@ fn effective(r: &Runner, all: &[Runner], depth: usize) -> (u64, String) {
     }
 }
 
-/// The nearest folder at or above `file`'s with a `package.json`, else the file's own.
-fn project_dir(file: &Path, cache: &mut HashMap<PathBuf, PathBuf>) -> PathBuf {
+/// The nearest folder at or above `file`'s with a `package.json`, else the walked root
+/// it is under, else the file's own folder.
+fn project_dir(file: &Path, roots: &[PathBuf], cache: &mut HashMap<PathBuf, PathBuf>) -> PathBuf {
     let start = file.parent().unwrap_or(Path::new("/")).to_path_buf();
     if let Some(d) = cache.get(&start) {
         return d.clone();
@@ -208,7 +221,9 @@ fn project_dir(file: &Path, cache: &mut HashMap<PathBuf, PathBuf>) -> PathBuf {
     let found = start
         .ancestors()
         .find(|d| d.join("package.json").is_file())
-        .map_or_else(|| start.clone(), Path::to_path_buf);
+        .map(Path::to_path_buf)
+        .or_else(|| roots.iter().find(|r| start.starts_with(r)).cloned())
+        .unwrap_or_else(|| start.clone());
     cache.insert(start, found.clone());
     found
 }

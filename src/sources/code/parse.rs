@@ -327,20 +327,20 @@ fn gate_of(test: &Expression, text: &str) -> Option<String> {
     f.visit_expression(test);
     let pick = |k: &str| f.found.iter().any(|x| x == k || x == &format!("env {k}"));
     let what = if pick("NODE_APP_INSTANCE") {
-        "`NODE_APP_INSTANCE` (one PM2 instance)".to_owned()
+        "on one PM2 instance (`NODE_APP_INSTANCE`)".to_owned()
     } else if pick("pm_id") {
-        "`pm_id` (one PM2 process)".to_owned()
+        "on one PM2 process (`pm_id`)".to_owned()
     } else if pick("isPrimary") || pick("isMaster") {
-        "`cluster.isPrimary` (the primary process)".to_owned()
+        "on the cluster's primary process (`cluster.isPrimary`)".to_owned()
     } else if let Some(env) = f.found.iter().find_map(|x| x.strip_prefix("env ")) {
-        format!("the env flag `{env}`")
+        format!("where the env flag `{env}` says so")
     } else {
         return None;
     };
     let shown = text
         .get(test.span().start as usize..test.span().end as usize)
         .unwrap_or("");
-    Some(format!("{what}: `{}`", shorten(shown)))
+    Some(format!("{what}, gated by `{}`", shorten(shown)))
 }
 
 fn shorten(s: &str) -> String {
@@ -506,7 +506,8 @@ impl Calls<'_, '_> {
             } else if gate.is_none() {
                 gate = Some((
                     span_of(d.span()),
-                    "node-cron's `distributed` without a shared coordinator".to_owned(),
+                    "on one process: node-cron's `distributed` without a shared coordinator"
+                        .to_owned(),
                 ));
             }
         }

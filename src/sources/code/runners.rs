@@ -199,6 +199,25 @@ pub fn dockerfile(path: &Path, text: &str) -> Vec<Runner> {
     }]
 }
 
+/// The folder a container's relative paths start from: the image is built from the app's
+/// folder, not from where its manifests are kept (`deploy/`, `k8s/`). The nearest folder
+/// at or above `dir` with a `package.json`, a Dockerfile or a PM2 ecosystem file, else
+/// `dir`.
+fn app_root(dir: &Path) -> PathBuf {
+    dir.ancestors()
+        .find(|d| {
+            [
+                "package.json",
+                "Dockerfile",
+                "ecosystem.config.js",
+                "ecosystem.config.cjs",
+            ]
+            .iter()
+            .any(|f| d.join(f).is_file())
+        })
+        .map_or_else(|| dir.to_path_buf(), Path::to_path_buf)
+}
+
 /// Whether a YAML file holds workloads that run code (read for their replicas).
 pub fn looks_like_workload(bytes: &[u8]) -> bool {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 20)]);
@@ -218,7 +237,7 @@ fn path_in<'n>(node: &'n Node, keys: &[&str]) -> Option<&'n Node> {
 /// Kubernetes Deployments and StatefulSets (each container's command), and the HPAs'
 /// `minReplicas` by target, from every document of a YAML file.
 pub fn kubernetes(path: &Path, text: &str) -> (Vec<Runner>, Vec<(String, u64)>) {
-    let dir = dir_of(path);
+    let dir = app_root(&dir_of(path));
     let shown = crate::text::display_path(path);
     let (mut runners, mut hpas) = (Vec::new(), Vec::new());
     for (start, end) in crate::sources::kubernetes::documents(text) {
