@@ -467,3 +467,21 @@ fn an_in_process_schedule_and_a_crontab_line_running_its_module_are_one_job() {
         "{m}"
     );
 }
+
+#[test]
+fn graph_shows_the_in_process_job_and_what_runs_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    incident(dir.path());
+    let out = bg()
+        .current_dir(dir.path())
+        .args(["graph", "--format", "mermaid", "."])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("src/jobs/settle.js:5"), "{text}");
+    assert!(
+        text.contains("in 4 processes: PM2 app `api` in ecosystem.config.js"),
+        "{text}"
+    );
+}
