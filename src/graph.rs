@@ -117,7 +117,11 @@ fn picture(a: &Analysis) -> Picture {
                 lines.push(format!(
                     "in {} process{}: {runner}",
                     a.project.regs[*r].instances,
-                    if a.project.regs[*r].instances == 1 { "" } else { "es" }
+                    if a.project.regs[*r].instances == 1 {
+                        ""
+                    } else {
+                        "es"
+                    }
                 ));
             }
         }

@@ -6,17 +6,8 @@
 
 mod common;
 
-use common::{NOW, bg};
-use std::fs;
+use common::{NOW, bg, findings as of, message, write};
 use std::path::Path;
-
-fn write(dir: &Path, rel: &str, text: impl AsRef<[u8]>) {
-    let p = dir.join(rel);
-    if let Some(parent) = p.parent() {
-        fs::create_dir_all(parent).expect("mkdir");
-    }
-    fs::write(p, text).expect("write");
-}
 
 /// `lint --format json ARGS` in `cwd`, with its exit code.
 fn lint(cwd: &Path, args: &[&str]) -> (i32, serde_json::Value) {
@@ -34,17 +25,6 @@ fn lint(cwd: &Path, args: &[&str]) -> (i32, serde_json::Value) {
         )
     });
     (out.status.code().unwrap_or(-1), v)
-}
-
-fn of<'a>(v: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
-    v["findings"]
-        .as_array()
-        .map(|a| a.iter().filter(|f| f["code"] == code).collect())
-        .unwrap_or_default()
-}
-
-fn message(f: &serde_json::Value) -> &str {
-    f["message"].as_str().unwrap_or("")
 }
 
 const CLUSTER_OF_4: &str = r#"module.exports = {
