@@ -465,3 +465,18 @@ fn graph_shows_the_in_process_job_and_what_runs_it() {
         "{text}"
     );
 }
+
+#[test]
+fn a_javascript_comment_suppresses_bg611_with_a_reason() {
+    let dir = tempfile::tempdir().expect("tmp");
+    incident(dir.path());
+    write(
+        dir.path(),
+        "src/jobs/settle.js",
+        "const cron = require(\"node-cron\");\n// batchguard: allow BG611 -- settle is idempotent per invoice\ncron.schedule(\"0 * * * *\", () => {});\n",
+    );
+    let (exit, v) = lint(dir.path(), &["."]);
+    assert_eq!(exit, 0, "{v}");
+    assert!(of(&v, "BG611").is_empty(), "{v}");
+    assert_eq!(v["summary"]["suppressed"], 1, "{v}");
+}

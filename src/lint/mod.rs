@@ -1016,7 +1016,8 @@ fn judge_file(index: usize, file: &SourceFile, findings: Vec<Finding>, out: &mut
         f.code == rules::bg001_yaml_syntax::YamlSyntax::META.code
             || f.code == rules::bg006_input_limit::InputLimit::META.code
     });
-    let mut sups = suppress::scan(&file.text);
+    let js = crate::sources::code::is_code_path(&file.path);
+    let mut sups = suppress::scan_code(&file.text, js);
     for mut f in findings {
         let line = file.line_col(f.at.span.start).0;
         // Alone on its line, an `allow` covers the job item below it; a project rule's
