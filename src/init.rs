@@ -1,6 +1,6 @@
 //! `batchguard init [PATHS]`: a starter manifest for the jobs a tree already registers
-//! (Kubernetes CronJobs, PM2 ecosystem files, crontabs), so a team adopting batchguard
-//! starts from what really runs instead of a blank file.
+//! (Kubernetes CronJobs, PM2 ecosystem files, crontabs, schedules in application code), so
+//! a team adopting batchguard starts from what really runs instead of a blank file.
 //!
 //! The tree is read exactly as `lint` reads it (same discovery, same readers, same
 //! `batchguard.toml`), and grouped as lint groups it (ties and duplicates, SPEC 3.5):
@@ -35,7 +35,9 @@ pub enum InitError {
     Exists { path: String },
     #[error("cannot read {path}: {why}")]
     Unreadable { path: String, why: String },
-    #[error("found no CronJob, PM2 app or crontab line with a schedule under {paths}")]
+    #[error(
+        "found no scheduled CronJob, PM2 app, crontab line or in-process schedule under {paths}"
+    )]
     #[diagnostic(help(
         "init reads what lint reads: `batchguard lint --list-files {paths}` shows every file it saw"
     ))]
