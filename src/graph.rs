@@ -121,6 +121,23 @@ fn picture(a: &Analysis) -> Picture {
             }
         }
         lines.extend(g.places.iter().map(|p| place_line(a, *p)));
+        // An in-process schedule: what runs its module, and how many processes fire it.
+        for p in &g.places {
+            if let Place::Reg(r) = p
+                && let Some(code) = a.project.regs[*r].code.as_deref()
+                && let Some(runner) = &code.runner
+            {
+                lines.push(format!(
+                    "in {} process{}: {runner}",
+                    a.project.regs[*r].instances,
+                    if a.project.regs[*r].instances == 1 {
+                        ""
+                    } else {
+                        "es"
+                    }
+                ));
+            }
+        }
         lines.extend(dup_line(g));
         let title = match first {
             Place::Reg(r) => a.project.regs[r].label.replace('`', ""),

@@ -1,6 +1,6 @@
 //! `batchguard init [PATHS]`: a starter manifest for the jobs a tree already registers
-//! (Kubernetes CronJobs, PM2 ecosystem files, crontabs), so a team adopting batchguard
-//! starts from what really runs instead of a blank file.
+//! (Kubernetes CronJobs, PM2 ecosystem files, crontabs, schedules in application code), so
+//! a team adopting batchguard starts from what really runs instead of a blank file.
 //!
 //! The tree is read exactly as `lint` reads it (same discovery, same readers, same
 //! `batchguard.toml`), and grouped as lint groups it (ties and duplicates, SPEC 3.5):
@@ -35,7 +35,9 @@ pub enum InitError {
     Exists { path: String },
     #[error("cannot read {path}: {why}")]
     Unreadable { path: String, why: String },
-    #[error("found no CronJob, PM2 app or crontab line with a schedule under {paths}")]
+    #[error(
+        "found no scheduled CronJob, PM2 app, crontab line or in-process schedule under {paths}"
+    )]
     #[diagnostic(help(
         "init reads what lint reads: `batchguard lint --list-files {paths}` shows every file it saw"
     ))]
@@ -72,6 +74,8 @@ struct InitJob {
     command_note: Option<String>,
     instances: u64,
     enabled: bool,
+    /// The dialect of an in-process schedule (its library's).
+    scheduler: Option<&'static str>,
     /// How to tie the registration, with `{manifest}` for the manifest's path.
     tie: String,
 }
@@ -294,7 +298,14 @@ fn from_registration(
         ),
         (None, false) => ("UTC".to_owned(), None),
     };
-    let mut command_note = None;
+    let mut command_note: Option<String> = None;
+    if let Some(code) = &reg.code {
+        command_note = Some(format!(
+            "the schedule runs inside the app ({}, at {}); this is its module",
+            code.call,
+            analysis.where_(Place::Reg(r))
+        ));
+    }
     let command = if reg.command.is_empty() {
         command_note = Some("the registration names no command (the image's entrypoint?)".into());
         None
@@ -337,6 +348,7 @@ fn from_registration(
         command_note,
         instances: reg.instances.max(1),
         enabled: !reg.suspended(),
+        scheduler: (reg.kind == SourceKind::Code).then(|| reg.dialect.as_str()),
         tie: String::new(),
     }
 }
@@ -346,6 +358,7 @@ fn workdir_source(kind: SourceKind) -> &'static str {
         SourceKind::Kubernetes => "the container's workingDir",
         SourceKind::Pm2 => "the app's cwd",
         SourceKind::Crontab => "cd",
+        SourceKind::Code => "the project folder",
     }
 }
 
@@ -368,6 +381,10 @@ fn tie_hint(reg: &Registration, job: &InitJob, service: &str, schedule: &str) ->
     let run = format!("batchguard run --manifest {{manifest}} --job {name} --");
     let argv = reg.effective_argv();
     match reg.kind {
+        SourceKind::Code => format!(
+            "wrap its callback in `guarded({{ manifest: \"{{manifest}}\", job: \"{name}\" }}, fn)` \
+             from the batchguard npm package"
+        ),
         SourceKind::Kubernetes => format!(
             "add the annotation `batchguard.dev/job: {service}/{name}` under metadata.annotations"
         ),
@@ -521,6 +538,8 @@ fn platform_of(kind: SourceKind) -> (&'static str, Option<&'static str>) {
         // A `cron_restart` is evaluated by PM2's croner, not node-cron (SPEC 4).
         SourceKind::Pm2 => ("pm2", Some("pm2")),
         SourceKind::Crontab => ("crontab", None),
+        // A schedule inside a Node.js app; its own dialect is written per job.
+        SourceKind::Code => ("pm2", None),
     }
 }
 
@@ -592,8 +611,9 @@ fn render(service: &str, jobs: &[InitJob], paths: &[PathBuf]) -> String {
             let words: Vec<String> = c.iter().map(|w| quoted(w)).collect();
             let _ = writeln!(y, "    command: [{}]", words.join(", "));
         }
-        if j.kind != top || j.instances != 1 {
+        if j.kind != top || j.instances != 1 || j.scheduler.is_some() {
             let (platform, scheduler) = platform_of(j.kind);
+            let scheduler = j.scheduler.or(scheduler);
             let _ = writeln!(y, "    deployment:\n      platform: {platform}");
             if let Some(s) = scheduler {
                 let _ = writeln!(y, "      scheduler: {s}");

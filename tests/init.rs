@@ -287,7 +287,8 @@ fn a_tree_without_registrations_is_exit_2() {
     let res = bg().arg("init").arg(dir.path()).output().expect("runs");
     assert_eq!(res.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&res.stderr).contains("no CronJob, PM2 app or crontab line"),
+        String::from_utf8_lossy(&res.stderr)
+            .contains("no scheduled CronJob, PM2 app, crontab line or in-process schedule"),
         "{}",
         String::from_utf8_lossy(&res.stderr)
     );

@@ -64,6 +64,14 @@ const NOT_RUNNABLE: &[(&str, &str)] = &[
         "BG614",
         "cross-file: a manifest and crontab lines of two hosts in a `text` listing",
     ),
+    (
+        "BG611",
+        "cross-file: a `js` module whose runner is another file (fixtures/rules/BG611 has both)",
+    ),
+    (
+        "BG612",
+        "a `js` fragment; the rule needs a module that imports node-cron (fixtures/rules/BG612)",
+    ),
 ];
 
 /// Rules whose fix is not linted, and why; their bad example is.

@@ -223,13 +223,7 @@ impl LintRun {
 
 /// Shown path: relative to the current directory when under it, else as given.
 pub fn display_path(path: &Path) -> String {
-    if let (Ok(cwd), Ok(abs)) = (std::env::current_dir(), std::path::absolute(path))
-        && let Ok(rel) = abs.strip_prefix(&cwd)
-    {
-        let s = rel.to_string_lossy().into_owned();
-        return if s.is_empty() { ".".into() } else { s };
-    }
-    path.to_string_lossy().into_owned()
+    crate::text::display_path(path)
 }
 
 fn is_yaml(path: &Path) -> bool {
@@ -427,7 +421,13 @@ impl Globs {
 
     /// A walked file worth opening: YAML, a source by its name, or mapped by `[sources]`.
     fn candidate(&self, p: &Path) -> bool {
-        is_yaml(p) || crate::sources::is_source_name(p) || self.kind(p).is_some()
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        is_yaml(p)
+            || crate::sources::is_source_name(p)
+            || self.kind(p).is_some()
+            || crate::sources::code::is_code_path(p)
+            || name == "package.json"
+            || is_dockerfile(name)
     }
 }
 
@@ -479,6 +479,10 @@ fn discover(
                 if dir && VCS_DIRS.contains(&name.as_ref()) {
                     return false;
                 }
+                // Dependencies hold no registrations of the app's own (SPEC 3.7).
+                if dir && name == "node_modules" {
+                    return false;
+                }
                 if show_hidden || !name.starts_with('.') {
                     return true;
                 }
@@ -495,7 +499,7 @@ fn discover(
             match entry {
                 Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
                     let p = e.into_path();
-                    if globs.candidate(&p) {
+                    if globs.candidate(&p) && !skipped_code(root, &p) {
                         files.push(p);
                     }
                 }
@@ -522,6 +526,21 @@ fn discover(
         found.hidden.extend(h);
     }
     found
+}
+
+/// Code under a build, dependency or test folder below the walked root, or a test file
+/// (SPEC 3.7): not the app's own schedules. Named on the command line, it is read.
+fn skipped_code(root: &Path, p: &Path) -> bool {
+    use crate::sources::code;
+    if !code::is_code_path(p) {
+        return false;
+    }
+    let rel = p.strip_prefix(root).unwrap_or(p);
+    code::is_test_name(p)
+        || rel.parent().is_some_and(|d| {
+            d.components()
+                .any(|c| code::SKIPPED_DIRS.contains(&c.as_os_str().to_string_lossy().as_ref()))
+        })
 }
 
 pub fn run(opts: &LintOptions) -> LintRun {
@@ -582,13 +601,19 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
         },
     };
     let mut not_read = Vec::new();
+    let mut modules = Vec::new();
+    let mut code = CodeFacts::default();
     for (c, r) in found.candidates.iter().zip(results) {
         match r {
             Err(e) => run.unreadable.push(e),
-            Ok(Err(reason)) => not_read.push(NotRead {
-                display: display_path(&c.path),
-                reason,
-            }),
+            Ok(Err(skipped)) => {
+                code.runners.extend(skipped.code.runners);
+                code.hpas.extend(skipped.code.hpas);
+                not_read.push(NotRead {
+                    display: display_path(&c.path),
+                    reason: skipped.reason,
+                })
+            }
             Ok(Ok((
                 kind,
                 FileLint {
@@ -598,9 +623,19 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                     facts,
                     regs,
                     notes,
+                    code: facts_of_code,
                 },
             ))) => {
                 let idx = run.files.len();
+                if kind == FileKind::Source(crate::sources::SourceKind::Code) {
+                    modules.push(crate::sources::code::Module {
+                        file: idx,
+                        path: crate::sources::code::runners::normalize(&c.path),
+                        imports: facts_of_code.imports,
+                    });
+                }
+                code.runners.extend(facts_of_code.runners);
+                code.hpas.extend(facts_of_code.hpas);
                 run.files.push(file);
                 run.read.push(FileRead {
                     kind,
@@ -626,6 +661,13 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
             }
         }
     }
+    crate::sources::code::link(
+        &mut run.project.regs,
+        &modules,
+        &code.runners,
+        &code.hpas,
+        &opts.paths,
+    );
     run.not_read = not_read;
     run.not_read.extend(found.not_read);
     run.not_read.extend(found.hidden.iter().map(|p| NotRead {
@@ -645,6 +687,32 @@ pub struct FileLint {
     pub regs: Vec<crate::sources::Registration>,
     /// What the file holds that registers nothing (see [`FileRead::notes`]).
     pub notes: Vec<String>,
+    /// A code file's relative imports; what a file starts (SPEC 3.7, linked after reading).
+    pub code: CodeFacts,
+}
+
+/// What a file tells about application code and what runs it (SPEC 3.7).
+#[derive(Default)]
+pub struct CodeFacts {
+    pub imports: Vec<String>,
+    pub runners: Vec<crate::sources::code::Runner>,
+    pub hpas: Vec<(String, u64)>,
+}
+
+/// A file not read, and why; a file that runs code (a Deployment, a Dockerfile,
+/// `package.json`) gives its runners all the same.
+struct Skipped {
+    reason: String,
+    code: CodeFacts,
+}
+
+impl From<String> for Skipped {
+    fn from(reason: String) -> Self {
+        Skipped {
+            reason,
+            code: CodeFacts::default(),
+        }
+    }
 }
 
 /// What a candidate is read as (SPEC 3.6 "Files"): the kind `[sources]` maps it to; a
@@ -656,7 +724,7 @@ fn lint_candidate(
     opts: &LintOptions,
     globs: &Globs,
     checks: Checks,
-) -> Result<(FileKind, FileLint), String> {
+) -> Result<(FileKind, FileLint), Skipped> {
     let source = |kind| {
         let read_options = globs.read_options(&c.path);
         Ok((
@@ -682,7 +750,48 @@ fn lint_candidate(
             read_manifest(&c.path, bytes, opts, checks),
         ));
     }
-    Err(why_not_read(&c.path, bytes))
+    use crate::sources::code;
+    if code::is_code_path(&c.path) {
+        return match code::skip_reason(&c.path, bytes) {
+            Some(why) => Err(why.into()),
+            None => source(crate::sources::SourceKind::Code),
+        };
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let mut facts = CodeFacts::default();
+    if name == "package.json" {
+        facts.runners = code::runners::package_json(&c.path, &text);
+    } else if is_dockerfile(name) {
+        facts.runners = code::runners::dockerfile(&c.path, &text);
+    } else if is_yaml(&c.path) && code::runners::looks_like_workload(bytes) {
+        (facts.runners, facts.hpas) = code::runners::kubernetes(&c.path, &text);
+    }
+    let mut reason = if name == "package.json" || is_dockerfile(name) {
+        "no batchguard source".to_owned()
+    } else {
+        why_not_read(&c.path, bytes)
+    };
+    if !facts.runners.is_empty() || !facts.hpas.is_empty() {
+        let starts: Vec<String> = facts.runners.iter().map(|r| r.label.clone()).collect();
+        reason.push_str(&format!(
+            "; read for what runs application code{}",
+            if starts.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", starts.join(", "))
+            }
+        ));
+    }
+    Err(Skipped {
+        reason,
+        code: facts,
+    })
+}
+
+/// `Dockerfile`, `Dockerfile.prod`, `api.Dockerfile`.
+fn is_dockerfile(name: &str) -> bool {
+    name == "Dockerfile" || name.starts_with("Dockerfile.") || name.ends_with(".Dockerfile")
 }
 
 /// Lints one file's bytes. File index 0 is a placeholder the caller renumbers.
@@ -785,6 +894,7 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions, checks: Checks) 
         facts,
         regs: Vec::new(),
         notes: Vec::new(),
+        code: CodeFacts::default(),
     }
 }
 
@@ -914,7 +1024,8 @@ fn judge_file(index: usize, file: &SourceFile, findings: Vec<Finding>, out: &mut
         f.code == rules::bg001_yaml_syntax::YamlSyntax::META.code
             || f.code == rules::bg006_input_limit::InputLimit::META.code
     });
-    let mut sups = suppress::scan(&file.text);
+    let js = crate::sources::code::is_code_path(&file.path);
+    let mut sups = suppress::scan_code(&file.text, js);
     for mut f in findings {
         let line = file.line_col(f.at.span.start).0;
         // Alone on its line, an `allow` covers the job item below it; a project rule's

@@ -101,6 +101,11 @@ pub fn lint_source(
         facts: Vec::new(),
         regs: read.registrations,
         notes: read.notes,
+        code: super::CodeFacts {
+            imports: read.imports,
+            runners: read.runners,
+            hpas: read.hpas,
+        },
     }
 }
 

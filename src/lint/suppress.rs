@@ -1,4 +1,5 @@
-//! `# batchguard: allow BG203 -- reason` comments (SPEC 3.3).
+//! `# batchguard: allow BG203 -- reason` comments (SPEC 3.3), and in JavaScript and
+//! TypeScript `// batchguard: allow BG611 -- reason`.
 //!
 //! YAML parsers drop comments, so they are found in the text: a `#` that starts a comment
 //! (at the line start or after white space, outside quotes) followed by `batchguard:`.
@@ -38,21 +39,52 @@ fn comment_start(line: &str) -> Option<usize> {
     None
 }
 
+/// Byte offset of the `//` that starts a line comment in JavaScript, outside quotes.
+fn js_comment_start(line: &str) -> Option<usize> {
+    let mut quote: Option<char> = None;
+    let mut prev = ' ';
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some(q) if c == q && prev != '\\' => quote = None,
+            Some(_) => {}
+            None if c == '/' && prev == '/' => return Some(i - 1),
+            None if matches!(c, '"' | '\'' | '`') => quote = Some(c),
+            None => {}
+        }
+        prev = c;
+    }
+    None
+}
+
+/// The `batchguard: allow` comments of a YAML text, or (`js`) of a JavaScript one.
+pub fn scan_code(text: &str, js: bool) -> Vec<Suppression> {
+    if js {
+        scan_with(text, js_comment_start, 2)
+    } else {
+        scan(text)
+    }
+}
+
 pub fn scan(text: &str) -> Vec<Suppression> {
+    scan_with(text, comment_start, 1)
+}
+
+fn scan_with(text: &str, start: fn(&str) -> Option<usize>, marker: usize) -> Vec<Suppression> {
     let mut out = Vec::new();
     let mut offset = 0;
     for (i, line) in text.split_inclusive('\n').enumerate() {
         let line_start = offset;
         offset += line.len();
-        let Some(hash) = comment_start(line) else {
+        let Some(hash) = start(line) else {
             continue;
         };
-        let body = line[hash + 1..].trim_end_matches(['\n', '\r']);
+        let body = line[hash + marker..].trim_end_matches(['\n', '\r']);
         let trimmed = body.trim_start();
         let Some(rest) = trimmed.strip_prefix("batchguard:") else {
             continue;
         };
-        let rest_start = line_start + hash + 1 + (body.len() - trimmed.len()) + "batchguard:".len();
+        let rest_start =
+            line_start + hash + marker + (body.len() - trimmed.len()) + "batchguard:".len();
         let rest_trim = rest.trim_start();
         let Some(after_allow) = rest_trim.strip_prefix("allow") else {
             continue;
@@ -101,6 +133,17 @@ mod tests {
         assert_eq!(s[0].reason.as_deref(), Some("warmup job"));
         assert!(!s[0].own_line);
         assert_eq!(s[1].reason, None);
+        assert!(s[1].own_line);
+    }
+
+    #[test]
+    fn javascript_line_comments() {
+        let text = "const u = \"http://x\"; // batchguard: allow BG611 -- idempotent\n// batchguard: allow BG612 -- one host\nconst s = '// batchguard: allow BG611 -- no';\n";
+        let s = scan_code(text, true);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].codes[0].0, "BG611");
+        assert_eq!(&text[s[0].codes[0].1.start..s[0].codes[0].1.end()], "BG611");
+        assert_eq!(s[1].reason.as_deref(), Some("one host"));
         assert!(s[1].own_line);
     }
 }

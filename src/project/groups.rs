@@ -61,6 +61,17 @@ impl Analysis<'_> {
         (!id.is_empty()).then_some(id)
     }
 
+    /// Two in-process schedules called in the same file (SPEC 3.7).
+    fn same_module(&self, a: Place, b: Place) -> bool {
+        match (a, b) {
+            (Place::Reg(x), Place::Reg(y)) => {
+                let (x, y) = (&self.project.regs[x], &self.project.regs[y]);
+                x.kind == SourceKind::Code && y.kind == SourceKind::Code && x.file == y.file
+            }
+            _ => false,
+        }
+    }
+
     pub(super) fn build_groups(&mut self) {
         let nj = self.project.jobs.len();
         let nr = self.project.regs.len();
@@ -92,7 +103,12 @@ impl Analysis<'_> {
             buckets.entry(id.bucket_key()).or_default().push(i);
         }
         for bucket in buckets.values().filter(|b| b.len() > 1) {
-            self.join_same_commands(&places, bucket, &mut |a, b| dsu.union(idx(a), idx(b)));
+            self.join_same_commands(&places, bucket, &mut |a, b| {
+                // Two schedules of one module are two jobs, not one registered twice.
+                if !self.same_module(a, b) {
+                    dsu.union(idx(a), idx(b));
+                }
+            });
         }
         let mut roots: HashMap<usize, usize> = HashMap::new();
         let all = (0..nj).map(Place::Job).chain((0..nr).map(Place::Reg));

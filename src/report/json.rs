@@ -49,6 +49,7 @@ pub fn render_with(run: &LintRun, list_files: bool) -> String {
         FileKind::Source(SourceKind::Kubernetes),
         FileKind::Source(SourceKind::Pm2),
         FileKind::Source(SourceKind::Crontab),
+        FileKind::Source(SourceKind::Code),
     ]
     .into_iter()
     .map(|k| (k.as_str().to_owned(), json!(run.files_of(k))))

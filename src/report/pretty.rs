@@ -177,6 +177,7 @@ pub fn summary(run: &LintRun) -> String {
         FileKind::Source(SourceKind::Kubernetes),
         FileKind::Source(SourceKind::Pm2),
         FileKind::Source(SourceKind::Crontab),
+        FileKind::Source(SourceKind::Code),
     ];
     let mut files = plural(run.files.len(), "file");
     if sources.iter().any(|k| run.files_of(*k) > 0) {

@@ -38,7 +38,7 @@ pub fn looks_like_cronjob(bytes: &[u8]) -> bool {
 }
 
 /// Byte ranges of the documents of a multi-document YAML text.
-fn documents(text: &str) -> Vec<(usize, usize)> {
+pub(crate) fn documents(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut pos = 0;

@@ -8,6 +8,7 @@
 //! source could not be read at all, BG610 for crontab lines cron misreads), never a silent
 //! skip.
 
+pub mod code;
 pub mod command;
 pub mod crontab;
 pub mod kubernetes;
@@ -30,6 +31,8 @@ pub enum SourceKind {
     Kubernetes,
     Pm2,
     Crontab,
+    /// Application code: schedules a JavaScript/TypeScript app registers (SPEC 3.7).
+    Code,
 }
 
 impl SourceKind {
@@ -38,6 +41,7 @@ impl SourceKind {
             SourceKind::Kubernetes => "kubernetes",
             SourceKind::Pm2 => "pm2",
             SourceKind::Crontab => "crontab",
+            SourceKind::Code => "code",
         }
     }
 
@@ -47,6 +51,8 @@ impl SourceKind {
             SourceKind::Kubernetes => Dialect::Kubernetes,
             SourceKind::Pm2 => Dialect::Pm2,
             SourceKind::Crontab => Dialect::Crontab,
+            // Each call is read in its library's dialect; this is node-cron's.
+            SourceKind::Code => Dialect::NodeCron,
         }
     }
 }
@@ -115,6 +121,8 @@ pub struct Registration {
     /// when no `--store` is given (SPEC 7.1 item 13). A value the file does not write (a
     /// `valueFrom`, a value computed in an ecosystem file) is kept as a reference: `$(…)`.
     pub store_env: Option<Spanned<String>>,
+    /// An in-process schedule's own facts (SPEC 3.7).
+    pub code: Option<Box<code::CodeFields>>,
 }
 
 impl Registration {
@@ -175,6 +183,12 @@ pub struct Read {
     /// What the file holds that registers nothing, said in `lint --list-files` (a PM2
     /// restart schedule of a long-running app).
     pub notes: Vec<String>,
+    /// A code file's relative imports (SPEC 3.7), followed when linking.
+    pub imports: Vec<String>,
+    /// What the file starts, for in-process schedules: PM2 apps, Deployments.
+    pub runners: Vec<code::Runner>,
+    /// HorizontalPodAutoscalers: target `Kind/name` and `minReplicas`.
+    pub hpas: Vec<(String, u64)>,
 }
 
 /// A file that is a source by its name alone (PM2 ecosystem files, crontabs).
@@ -212,6 +226,10 @@ pub struct ReadOptions {
 
 /// Reads one source file. Never fails: every problem is a located [`Problem`].
 pub fn read(kind: SourceKind, path: &Path, bytes: &[u8], opts: &ReadOptions) -> Read {
+    if kind == SourceKind::Code {
+        // Its bounds are its own (size, minified, nesting) and bytes are read lossily.
+        return code::read(path, bytes);
+    }
     if bytes.len() > crate::manifest::load::MAX_FILE_BYTES {
         return Read {
             problems: vec![Problem {
@@ -250,7 +268,13 @@ pub fn read(kind: SourceKind, path: &Path, bytes: &[u8], opts: &ReadOptions) -> 
         }
     };
     let mut read = match kind {
-        SourceKind::Kubernetes => kubernetes::read(&text),
+        // Read from its bytes above.
+        SourceKind::Code => Read::default(),
+        SourceKind::Kubernetes => {
+            let mut read = kubernetes::read(&text);
+            (read.runners, read.hpas) = code::runners::kubernetes(path, &text);
+            read
+        }
         SourceKind::Pm2 => pm2::read(path, &text),
         SourceKind::Crontab => crontab::read(path, &text, opts),
     };

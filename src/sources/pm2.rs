@@ -200,6 +200,7 @@ pub fn read(path: &Path, text: &str) -> Read {
         return match yaml::parse(&json) {
             Ok(root) => {
                 let mut read = apps(&root, Some(text));
+                read.runners = super::code::runners::pm2_apps(path, &root);
                 read.roots.push(located(&root, text));
                 read
             }
@@ -212,6 +213,7 @@ pub fn read(path: &Path, text: &str) -> Read {
     match yaml::parse(text) {
         Ok(root) => {
             let mut read = apps(&root, None);
+            read.runners = super::code::runners::pm2_apps(path, &root);
             read.roots.push(root);
             read
         }
@@ -338,7 +340,7 @@ impl Locate<'_> {
 }
 
 /// The apps of a parsed ecosystem file, as PM2's `_startJson` finds them.
-fn app_list(root: &Node) -> Result<Vec<&Node>, &'static str> {
+pub(crate) fn app_list(root: &Node) -> Result<Vec<&Node>, &'static str> {
     let from = |n: &'static str| get(root, n).filter(|v| truthy(v));
     match &root.value {
         Value::Seq(items) => Ok(items.iter().collect()),

@@ -12,6 +12,18 @@ pub use source::{Secrets, SourceFile, io_reason};
 pub use span::{Span, Spanned};
 pub use suggest::closest;
 
+/// A path as findings show it: relative to the current directory when under it, else as
+/// given (SPEC 3.5).
+pub fn display_path(path: &std::path::Path) -> String {
+    if let (Ok(cwd), Ok(abs)) = (std::env::current_dir(), std::path::absolute(path))
+        && let Ok(rel) = abs.strip_prefix(&cwd)
+    {
+        let s = rel.to_string_lossy().into_owned();
+        return if s.is_empty() { ".".into() } else { s };
+    }
+    path.to_string_lossy().into_owned()
+}
+
 /// `1 error`, `2 errors`: counts in messages and reports read as sentences.
 pub fn plural(n: usize, one: &str) -> String {
     if n == 1 {

@@ -32,6 +32,28 @@ pub fn lint_json(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("lint prints JSON")
 }
 
+/// Writes `text` at `rel` under `dir`, creating the folders between.
+pub fn write(dir: &Path, rel: &str, text: impl AsRef<[u8]>) {
+    let p = dir.join(rel);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(p, text).expect("write");
+}
+
+/// The findings of rule `code` in a `lint --format json` report.
+pub fn findings<'a>(v: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
+    v["findings"]
+        .as_array()
+        .map(|a| a.iter().filter(|f| f["code"] == code).collect())
+        .unwrap_or_default()
+}
+
+/// A JSON finding's message.
+pub fn message(f: &serde_json::Value) -> &str {
+    f["message"].as_str().unwrap_or("")
+}
+
 /// The major version of the `node` on PATH; 0 when there is none.
 pub fn node_major() -> u32 {
     std::process::Command::new("node")

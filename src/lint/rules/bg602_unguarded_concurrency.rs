@@ -15,7 +15,8 @@ declare_rule! {
     /// registrations of one job add up. A job counts as locked when its manifest declares
     /// a lock that is not `disabled` (a disabled lock is a recorded decision, and this rule
     /// still applies), or, for a job with no manifest, when every registration runs under
-    /// `batchguard run` or `flock`. PM2 cluster mode is BG606 instead.
+    /// `batchguard run` or `flock`. PM2 cluster mode is BG606 instead, and a schedule in
+    /// application code is BG611.
     ///
     /// Every store guards the processes that reach it: `postgres`, `mysql` and `redis`
     /// are shared by every host, while `sqlite` is a file on one host. A Kubernetes job
@@ -79,7 +80,11 @@ impl Rule for UnguardedConcurrency {
                 let reg = &cx.project.regs[r];
                 reg.kind == SourceKind::Pm2 && reg.cluster && reg.instances > 1
             });
-            if pm2_cluster {
+            // An in-process schedule's instances are BG611's.
+            let in_process = regs
+                .iter()
+                .any(|&r| cx.project.regs[r].kind == SourceKind::Code);
+            if pm2_cluster || in_process {
                 continue;
             }
             // A lock in one host's file does not guard pods on other nodes.

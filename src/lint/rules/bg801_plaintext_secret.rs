@@ -601,7 +601,7 @@ impl Rule for PlaintextSecret {
                     );
                 }
             }
-            SourceKind::Kubernetes => {}
+            SourceKind::Kubernetes | SourceKind::Code => {}
         }
     }
 }

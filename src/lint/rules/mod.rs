@@ -44,6 +44,8 @@ pub mod bg607_crontab_unguarded;
 pub mod bg608_registration_drift;
 pub mod bg609_source_not_read;
 pub mod bg610_crontab_format;
+pub mod bg611_in_process_schedule_replicated;
+pub mod bg612_in_process_schedule_gated;
 pub mod bg614_run_without_store;
 pub mod bg701_unknown_dependency;
 pub mod bg702_dependency_cycle;
@@ -101,6 +103,8 @@ static RULES: &[&dyn Rule] = &[
     &bg608_registration_drift::RegistrationDrift,
     &bg609_source_not_read::SourceNotRead,
     &bg610_crontab_format::CrontabFormat,
+    &bg611_in_process_schedule_replicated::InProcessScheduleReplicated,
+    &bg612_in_process_schedule_gated::InProcessScheduleGated,
     &bg614_run_without_store::RunWithoutStore,
     &bg701_unknown_dependency::UnknownDependency,
     &bg702_dependency_cycle::DependencyCycle,
