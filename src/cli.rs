@@ -398,9 +398,14 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 pub struct StoreArgs {
     #[arg(value_enum)]
     pub action: StoreAction,
-    /// sqlite:PATH, postgres://…, mysql://…, redis://… or rediss://…
-    #[arg(long, default_value = "sqlite:.batchguard/store.db")]
-    pub store: String,
+    /// sqlite:PATH, postgres://…, mysql://…, redis://… or rediss://… (default:
+    /// BATCHGUARD_STORE, else `[run] store` in batchguard.toml, else sqlite:.batchguard/store.db)
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Config file with `[run] store` (default: batchguard.toml found by walking up from the
+    /// current directory).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
     /// Only this job (status).
     #[arg(long)]
     pub job: Option<String>,
@@ -480,8 +485,10 @@ pub struct MetricsArgs {
 #[derive(clap::Args, Debug)]
 pub struct LiveArgs {
     /// Lock store (its leases, its clock and, without --ledger, its ledger tables):
-    /// sqlite:PATH, postgres://…, mysql://…, or redis://… (with --ledger)
-    #[arg(long, required_unless_present = "ledger")]
+    /// sqlite:PATH, postgres://…, mysql://…, or redis://… (with --ledger). Default:
+    /// BATCHGUARD_STORE, else `[run] store` in batchguard.toml, else this directory's
+    /// .batchguard/store.db when it exists.
+    #[arg(long)]
     pub store: Option<String>,
     /// Ledger to follow instead of the store's tables: sqlite:PATH, postgres://…,
     /// mysql://… or a JSONL file.

@@ -588,3 +588,54 @@ fn a_store_file_of_the_first_release_is_upgraded_for_catch_up_and_keeps_its_rows
     let v: Vec<(i64,)> = sqlite_rows(&c.path("shared.db"), "PRAGMA user_version");
     assert_eq!(v[0].0, 2);
 }
+
+#[test]
+fn store_and_watch_take_the_store_as_run_does() {
+    let c = Case::new(Some("sqlite"), r#"["true"]"#);
+    let h = c.host("a");
+    let url = c.store_url();
+    let o = c
+        .cmd(&h, &["--scheduled-at", S0])
+        .env("BATCHGUARD_STORE", &url)
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let bg = |args: &[&str], env: Option<&str>| {
+        let mut cmd = Command::new(bin());
+        cmd.current_dir(&h)
+            .args(args)
+            .env_remove("BATCHGUARD_STORE");
+        if let Some(v) = env {
+            cmd.env("BATCHGUARD_STORE", v);
+        }
+        cmd.output().expect("batchguard")
+    };
+    // BATCHGUARD_STORE: the same store `run` wrote to.
+    let st = bg(&["store", "status"], Some(&url));
+    assert_eq!(st.status.code(), Some(0), "{}", err(&st));
+    assert!(
+        String::from_utf8_lossy(&st.stdout).contains(S0),
+        "{}",
+        String::from_utf8_lossy(&st.stdout)
+    );
+    let w = bg(&["watch", "--once", "--format", "json"], Some(&url));
+    assert_eq!(w.status.code(), Some(0), "{}", err(&w));
+    let v: serde_json::Value = serde_json::from_slice(&w.stdout).expect("json");
+    assert_eq!(v["source"], url.as_str(), "{v}");
+    // `[run] store` in the batchguard.toml above the working directory.
+    std::fs::write(
+        h.join("batchguard.toml"),
+        format!("[run]\nstore = \"{url}\"\n"),
+    )
+    .expect("config");
+    let st = bg(&["store", "status"], None);
+    assert!(
+        String::from_utf8_lossy(&st.stdout).contains(S0),
+        "{}",
+        String::from_utf8_lossy(&st.stdout)
+    );
+    // A value that is no store URL, wherever it comes from, is a usage error.
+    let st = bg(&["store", "status"], Some("postgress://x"));
+    assert_eq!(st.status.code(), Some(2), "{}", err(&st));
+    assert!(err(&st).contains("not a store URL"), "{}", err(&st));
+}

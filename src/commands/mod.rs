@@ -187,6 +187,19 @@ fn settings_for(config: Option<PathBuf>, paths: &[PathBuf]) -> Result<Settings, 
     }
 }
 
+/// The store of `store`, `watch` and `metrics` when `--store` does not say (SPEC 7.1 item
+/// 13, for commands that serve every job): `BATCHGUARD_STORE`, then `[run] store`. `None`
+/// when neither says; the caller decides what the default is.
+fn store_given(flag: Option<String>, settings: &Settings) -> Option<String> {
+    flag.or_else(|| {
+        std::env::var("BATCHGUARD_STORE")
+            .ok()
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    })
+    .or_else(|| settings.config.run.store.clone())
+}
+
 /// The lowest severity `--fail-on` counts.
 fn fail_on(f: FailOn) -> Severity {
     match f {

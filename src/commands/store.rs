@@ -13,7 +13,10 @@ pub(super) fn run(args: StoreArgs) -> Result<Outcome, Error> {
         action,
         message: e.0,
     };
-    let url = StoreUrl::parse(&args.store).map_err(|e| Error::Store {
+    let settings = super::settings_for(args.config.clone(), &[std::path::PathBuf::from(".")])?;
+    let given = super::store_given(args.store.clone(), &settings)
+        .unwrap_or_else(|| store::DEFAULT_URL.to_owned());
+    let url = StoreUrl::parse(&given).map_err(|e| Error::Store {
         action: "store",
         message: format!("--store {e}"),
     })?;

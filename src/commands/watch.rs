@@ -28,19 +28,26 @@ pub(super) fn open(src: LiveArgs, since_s: u64) -> Result<Live, Error> {
             ))
         })?),
     };
-    let ledger = match (&src.ledger, &src.store) {
+    // The store as `run` takes it (flag, BATCHGUARD_STORE, `[run] store`), else this
+    // directory's own store file when it has one.
+    let store = super::store_given(src.store.clone(), &settings).or_else(|| {
+        std::path::Path::new(".batchguard/store.db")
+            .is_file()
+            .then(|| crate::store::DEFAULT_URL.to_owned())
+    });
+    let ledger = match (&src.ledger, &store) {
         (Some(l), _) => l.clone(),
         (None, Some(s)) => s.clone(),
         (None, None) => {
             return Err(Error::Live(
-                "give the store (--store URL) or a ledger (--ledger SOURCE) to read".into(),
+                "give the store (--store URL, BATCHGUARD_STORE or `[run] store` in batchguard.toml) or a ledger (--ledger SOURCE) to read".into(),
             ));
         }
     };
     Live::open(LiveOptions {
         ledger,
         outputs: src.outputs,
-        store: src.store,
+        store,
         manifests: src.manifests,
         since_s,
         jobs: src.jobs,
