@@ -116,7 +116,9 @@ impl Link {
         loop {
             let now = Instant::now();
             if now >= deadline {
-                self.send(&json!({"event": "abort", "reason": "deadline"}));
+                if !aborted {
+                    self.send(&json!({"event": "abort", "reason": "deadline"}));
+                }
                 return ended(Exit::Signal(libc::SIGKILL), Stopped::Deadline, vec![]);
             }
             if !aborted && now >= abort_at {

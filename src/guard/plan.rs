@@ -126,8 +126,10 @@ pub fn delay(retry: &Retry, i: u64) -> Duration {
 
 /// Who runs it when `--instance` does not say (item 17): `BATCHGUARD_INSTANCE`, else the
 /// host name, PM2's `NODE_APP_INSTANCE` (`host/pm2:2`) and the pid, so four workers of a PM2
-/// cluster and two crontabs of one host are told apart in `held by …`.
-pub fn default_instance() -> String {
+/// cluster and two crontabs of one host are told apart in `held by …`. Driven over `--link`,
+/// the pid is the driver's (the Node.js process that holds the callback), not this
+/// short-lived guard's.
+pub fn default_instance(link: bool) -> String {
     if let Ok(v) = std::env::var("BATCHGUARD_INSTANCE")
         && !v.trim().is_empty()
     {
@@ -140,7 +142,12 @@ pub fn default_instance() -> String {
         id.push_str("/pm2:");
         id.push_str(n.trim());
     }
-    id.push_str(&format!("/{}", std::process::id()));
+    let pid = if link {
+        std::os::unix::process::parent_id()
+    } else {
+        std::process::id()
+    };
+    id.push_str(&format!("/{pid}"));
     id
 }
 
@@ -337,7 +344,7 @@ fn steps(opts: &Options, code: &mut &'static str) -> Result<Plan, String> {
         job_name: opts.job.clone(),
         ledger_job: opts.job.clone(),
         service: loaded.manifest.service_name(&opts.manifest),
-        instance: opts.instance.clone().unwrap_or_else(default_instance),
+        instance: opts.instance.clone().unwrap_or_else(|| default_instance(opts.link)),
         schedule,
         tz,
         ttl,
