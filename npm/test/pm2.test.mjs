@@ -1,0 +1,216 @@
+// The incident's app fixed (examples/node/), run as it is deployed: a real PM2 cluster of 4
+// instances (PM2 from npm), node-cron ticking every 2 s, each tick guarded(), the lease in
+// PostgreSQL or in Redis. The working instance of one slot is killed with kill -9 while its
+// UPDATE waits on a row lock this test holds; then every slot of the window has exactly one
+// successful end, the killed slot its INTERRUPTED attempt and a catch-up, the other
+// instances' skips name their holder, every invoice is settled once, and the audit is clean.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+import { binary, needServer, packageDir, repoRoot, run, scratch, tools, unique, until } from "./helpers.mjs";
+
+const PG_ADMIN = process.env.BATCHGUARD_TEST_PG || "postgres://postgres@127.0.0.1:5432/test";
+const REDIS = process.env.BATCHGUARD_TEST_REDIS || "redis://127.0.0.1:6379/0";
+const STEP = 2000; // the test's schedule: every 2 s
+
+const toolsDir = tools();
+const require = createRequire(path.join(toolsDir, "package.json"));
+const pg = require("pg");
+const pm2Bin = path.join(toolsDir, "node_modules", ".bin", "pm2");
+
+function withDatabase(url, name) {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+async function admin(sql) {
+  const client = new pg.Client({ connectionString: PG_ADMIN });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The example app in a folder of its own: its schedule every 2 s, its job name unique. */
+function appFolder(dir, job, storeKind) {
+  const app = path.join(dir, "app");
+  fs.mkdirSync(app);
+  const source = path.join(repoRoot, "examples", "node");
+  for (const file of ["app.js", "settle.js", "ecosystem.config.js", "billing.batchguard.yaml", "package.json"]) {
+    let text = fs.readFileSync(path.join(source, file), "utf8");
+    if (file === "app.js" || file === "billing.batchguard.yaml") {
+      const sped = text.replace('"*/5 * * * *"', '"*/2 * * * * *"');
+      assert.notEqual(sped, text, `${file} has the example's schedule`);
+      text = sped.replaceAll("settle-invoices", job);
+    }
+    if (file === "billing.batchguard.yaml") {
+      text = text.replace("catch_up: 15m", "catch_up: 20s").replace("store: postgres", `store: ${storeKind}`);
+    }
+    fs.writeFileSync(path.join(app, file), text);
+  }
+  const modules = path.join(app, "node_modules");
+  fs.mkdirSync(modules);
+  fs.symlinkSync(packageDir, path.join(modules, "batchguard"));
+  for (const name of ["node-cron", "pg"]) {
+    fs.symlinkSync(path.join(toolsDir, "node_modules", name), path.join(modules, name));
+  }
+  return app;
+}
+
+/** Invoices due every 2 s from 20 s ago to 2 min ahead (slot-aligned). */
+async function seedInvoices(db) {
+  await db.query(`
+    CREATE TABLE invoices (id bigint PRIMARY KEY, due_at timestamptz NOT NULL, settled_at timestamptz,
+                           settled_by text, last_fence bigint NOT NULL DEFAULT 0)`);
+  const start = Math.floor(Date.now() / STEP) * STEP - 20_000;
+  const values = [];
+  for (let i = 0; i < 70; i++) values.push(`(${i + 1}, to_timestamp(${(start + i * STEP) / 1000}))`);
+  await db.query(`INSERT INTO invoices (id, due_at) VALUES ${values.join(",")}`);
+}
+
+async function pm2(args, env) {
+  const out = await run(pm2Bin, args, { env });
+  assert.equal(out.code, 0, `pm2 ${args.join(" ")}: ${out.stderr}${out.stdout}`);
+  return out.stdout;
+}
+
+const iso = (ms) => new Date(ms).toISOString().replace(".000Z", "Z");
+
+async function cluster(t, kind) {
+  const dir = scratch(`pm2-${kind}`);
+  const tag = unique("n").replace(/-/g, "_");
+  const database = `bg_node_${tag}`;
+  await admin(`CREATE DATABASE ${database}`);
+  t.after(() => admin(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`));
+  const dbUrl = withDatabase(PG_ADMIN, database);
+  const job = unique("settle").toLowerCase();
+  const ledgerFile = path.join(dir, "ledger.jsonl");
+  const store = kind === "postgres" ? dbUrl : `${REDIS}${REDIS.includes("?") ? "&" : "?"}prefix=${tag}`;
+  if (kind === "redis") {
+    t.after(async () => {
+      const keys = execFileSync("redis-cli", ["-u", REDIS, "--scan", "--pattern", `${tag}:*`]).toString().split("\n").filter(Boolean);
+      if (keys.length) execFileSync("redis-cli", ["-u", REDIS, "del", ...keys]);
+    });
+  }
+  const migrated = await run(binary(), ["store", "migrate", "--store", store]);
+  assert.equal(migrated.code, 0, migrated.stderr);
+
+  const db = new pg.Client({ connectionString: dbUrl });
+  await db.connect();
+  t.after(() => db.end());
+  await seedInvoices(db);
+
+  const events = async () => {
+    if (kind === "postgres") {
+      const { rows } = await db.query(
+        `SELECT run_id, scheduled_at, event, instance, attempt, status, error_code, "trigger", fence, detail
+           FROM batchguard_events WHERE job = $1`, [job]);
+      return rows.map((r) => ({ ...r, scheduled_at: new Date(r.scheduled_at).getTime() }));
+    }
+    if (!fs.existsSync(ledgerFile)) return [];
+    return fs.readFileSync(ledgerFile, "utf8").split("\n").filter(Boolean).map((line) => JSON.parse(line))
+      .filter((e) => e.job === job).map((e) => ({ ...e, scheduled_at: new Date(e.scheduled_at).getTime() }));
+  };
+
+  const app = appFolder(dir, job, kind);
+  const env = {
+    ...process.env,
+    PM2_HOME: path.join(dir, "pm2"),
+    BATCHGUARD_BINARY: binary(),
+    BATCHGUARD_STORE: store,
+    BILLING_DATABASE_URL: dbUrl,
+    ...(kind === "redis" ? { BATCHGUARD_LEDGER: ledgerFile } : {}),
+  };
+  t.after(() => run(pm2Bin, ["kill"], { env }));
+  await pm2(["start", path.join(app, "ecosystem.config.js")], env);
+
+  // The cluster is up when a slot has succeeded.
+  await until(async () => (await events()).some((e) => e.event === "end" && e.status === "success"), 30_000, "a first slot");
+
+  // The slot to break: a few ticks ahead. Its invoice's row is locked, so the instance that
+  // takes the slot waits inside its callback until it is killed.
+  const T = Math.ceil((Date.now() + 3000) / STEP) * STEP;
+  const lock = new pg.Client({ connectionString: dbUrl });
+  await lock.connect();
+  t.after(() => lock.end());
+  await lock.query("BEGIN");
+  const locked = await lock.query("SELECT id FROM invoices WHERE due_at = to_timestamp($1) FOR UPDATE", [T / 1000]);
+  assert.equal(locked.rowCount, 1);
+
+  const start = await until(async () => (await events()).find((e) => e.event === "start" && e.scheduled_at === T), 20_000, `the start of ${iso(T)}`);
+  const holder = /\/pm2:(\d+)\//.exec(start.instance);
+  assert.ok(holder, `the instance id names the PM2 instance: ${start.instance}`);
+  const list = JSON.parse(await pm2(["jlist"], env));
+  const victim = list.find((p) => String(p.pm2_env.NODE_APP_INSTANCE) === holder[1]);
+  assert.ok(victim && victim.pid, `PM2 instance ${holder[1]} in ${JSON.stringify(list.map((p) => p.pm2_env.NODE_APP_INSTANCE))}`);
+  assert.equal((await events()).filter((e) => e.run_id === start.run_id && e.event === "end").length, 0, "still working");
+  process.kill(victim.pid, "SIGKILL");
+
+  const interrupted = await until(
+    async () => (await events()).find((e) => e.run_id === start.run_id && e.event === "end"), 10_000, "the killed run's end");
+  assert.equal(interrupted.status, "failure");
+  assert.equal(interrupted.error_code, "INTERRUPTED");
+  await lock.query("ROLLBACK");
+
+  const last = T + 3 * STEP;
+  await until(async () => {
+    const seen = await events();
+    const ok = (slot) => seen.some((e) => e.scheduled_at === slot && e.event === "end" && e.status === "success");
+    return ok(T) && ok(last);
+  }, 30_000, `slots ${iso(T)} and ${iso(last)} succeeded`);
+  await pm2(["kill"], env);
+
+  const seen = await events();
+  for (let slot = T - 3 * STEP; slot <= last; slot += STEP) {
+    const mine = seen.filter((e) => e.scheduled_at === slot);
+    const starts = mine.filter((e) => e.event === "start");
+    const successes = mine.filter((e) => e.event === "end" && e.status === "success");
+    assert.equal(successes.length, 1, `${iso(slot)}: one successful end\n${JSON.stringify(mine, null, 1)}`);
+    assert.equal(starts.length, slot === T ? 2 : 1, `${iso(slot)}: starts`);
+    if (slot === T) {
+      assert.equal(starts.find((e) => e.run_id !== start.run_id).trigger, "catch_up");
+    }
+    for (const skip of mine.filter((e) => e.event === "skip")) {
+      assert.match(skip.detail, /^(held by \S+\/pm2:\d+\/\d+ \(run \S+, fence \d+|already succeeded \(run \S+\))/, `${iso(slot)}: ${skip.detail}`);
+    }
+  }
+  const heldT = seen.filter((e) => e.scheduled_at === T && e.event === "skip" && e.detail.startsWith(`held by ${start.instance} (run ${start.run_id}`));
+  assert.ok(heldT.length >= 1, "the other instances named the killed holder of the slot");
+
+  const { rows } = await db.query(
+    "SELECT count(*)::int AS n, count(settled_at)::int AS settled FROM invoices WHERE due_at <= to_timestamp($1)", [last / 1000]);
+  assert.equal(rows[0].settled, rows[0].n, "every invoice due in the window settled");
+
+  const ledgerArgs = kind === "postgres"
+    ? ["--ledger", dbUrl]
+    : ["--ledger", ledgerFile, "--outputs", ledgerFile.replace(/\.jsonl$/, ".outputs.jsonl")];
+  const audit = await run(binary(), [
+    "audit", ...ledgerArgs, "--manifest", path.join(app, "billing.batchguard.yaml"),
+    "--from", iso(T - 3 * STEP), "--to", iso(last + STEP), "--format", "json",
+  ]);
+  const report = JSON.parse(audit.stdout);
+  const serious = report.findings.filter((f) => f.severity === "error");
+  assert.deepEqual(serious, [], audit.stdout);
+  assert.equal(audit.code, 0, audit.stderr);
+  const jobRow = report.jobs.find((j) => j.job === job);
+  assert.equal(jobRow.duplicate_outputs, 0);
+  assert.ok(jobRow.outputs >= 1);
+}
+
+test("a PM2 cluster of 4 with node-cron every 2 s on PostgreSQL", async (t) => {
+  const skip = await needServer("PostgreSQL", "127.0.0.1", 5432);
+  if (skip) return t.skip(skip);
+  await cluster(t, "postgres");
+});
+
+test("a PM2 cluster of 4 with node-cron every 2 s on Redis (ledger in a JSONL file)", async (t) => {
+  const skip = (await needServer("PostgreSQL", "127.0.0.1", 5432)) || (await needServer("Redis", "127.0.0.1", 6379));
+  if (skip) return t.skip(skip);
+  await cluster(t, "redis");
+});
