@@ -307,6 +307,10 @@ pub struct RunArgs {
     /// Write a JSON summary of the run here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Driven over stdin/stdout JSON lines by the npm package's in-process `guard()`
+    /// instead of running a command (docs/node-protocol.md).
+    #[arg(long, conflicts_with = "command")]
+    pub link: bool,
     /// The command and its arguments (default: the job's `command`).
     #[arg(last = true)]
     pub command: Vec<String>,

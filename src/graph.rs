@@ -1,7 +1,9 @@
 //! `batchguard graph`: the picture behind the cross-file rules. Jobs grouped by service,
 //! `depends_on` edges (job -> the job it waits for), the registrations of each job, and
 //! what is wrong highlighted in red: duplicated jobs (BG601) and the edges of cycles
-//! (BG702). Registrations with no manifest job are drawn in a "no manifest" group.
+//! (BG702). Registrations with no manifest job are drawn in a "no manifest" group. A job
+//! registered in several places that one shared store guards (every place a `batchguard
+//! run` on it) is drawn plainly, with the store it is guarded by.
 //! Rendered as Graphviz DOT or Mermaid; the same [`Analysis`] as `lint` draws it.
 
 use crate::lint::LintRun;
@@ -51,6 +53,22 @@ fn regs_of(g: &Group) -> impl Iterator<Item = Place> + '_ {
         .filter(|p| matches!(p, Place::Reg(_)))
 }
 
+/// What a group registered in several places is: a duplicate (BG601), or the HA pattern
+/// guarded by one shared store.
+fn dup_line(g: &Group) -> Option<String> {
+    if !g.duplicate {
+        return None;
+    }
+    Some(match &g.guarded {
+        Some(store) => format!(
+            "{} registrations, {}",
+            crate::project::registrations(&g.places),
+            crate::project::guard_note(store)
+        ),
+        None => format!("DUPLICATE: registered in {} places", g.places.len()),
+    })
+}
+
 fn picture(a: &Analysis) -> Picture {
     let mut pic = Picture {
         groups: BTreeMap::new(),
@@ -73,15 +91,10 @@ fn picture(a: &Analysis) -> Picture {
             lines.push(format!("{} ({}, {})", s.value, job.dialect, job.zone()));
         }
         lines.push(format!("declared {}", a.where_(Place::Job(j))));
-        let duplicate = g.is_some_and(|g| g.duplicate);
+        let duplicate = g.is_some_and(|g| g.duplicate && g.guarded.is_none());
         if let Some(g) = g {
             lines.extend(regs_of(g).map(|p| place_line(a, p)));
-            if duplicate {
-                lines.push(format!(
-                    "DUPLICATE: registered in {} places",
-                    g.places.len()
-                ));
-            }
+            lines.extend(dup_line(g));
         }
         pic.groups
             .entry(job.service.clone())
@@ -108,12 +121,7 @@ fn picture(a: &Analysis) -> Picture {
             }
         }
         lines.extend(g.places.iter().map(|p| place_line(a, *p)));
-        if g.duplicate {
-            lines.push(format!(
-                "DUPLICATE: registered in {} places",
-                g.places.len()
-            ));
-        }
+        lines.extend(dup_line(g));
         let title = match first {
             Place::Reg(r) => a.project.regs[r].label.replace('`', ""),
             Place::Job(j) => a.project.jobs[j].name.clone(),
@@ -122,7 +130,7 @@ fn picture(a: &Analysis) -> Picture {
             id: format!("g{gi}"),
             title,
             lines,
-            duplicate: g.duplicate,
+            duplicate: g.duplicate && g.guarded.is_none(),
         });
     }
     let cycle_edges: HashSet<(usize, usize)> = a

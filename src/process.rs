@@ -107,6 +107,12 @@ pub fn sleep_unless_stopped(timeout: Duration) -> Option<i32> {
     }
 }
 
+/// A stop signal (TERM, INT, HUP) that has arrived, taken without waiting; `None` when
+/// none is pending.
+pub fn stop_signal_now() -> Option<i32> {
+    wait_signal(&sigset(&STOP_SIGNALS), Duration::ZERO)
+}
+
 fn wait_signal(set: &libc::sigset_t, timeout: Duration) -> Option<i32> {
     let ts = libc::timespec {
         tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),

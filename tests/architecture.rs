@@ -24,7 +24,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ledger", &["db", "schedule", "text"]),
     (
         "project",
-        &["finding", "manifest", "schedule", "sources", "text"],
+        &["db", "finding", "manifest", "schedule", "sources", "text"],
     ),
     // Analyses: never each other, a store, the guard or a report.
     (

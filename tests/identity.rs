@@ -310,12 +310,14 @@ fn pm2_working_directory_and_script_are_the_crontab_command() {
     let project = Project {
         jobs: Vec::new(),
         regs: vec![pm2.clone(), cron.clone()],
+        ..Project::default()
     };
     assert!(duplicated(&project));
     pm2.workdir = at("/srv/other");
     let project = Project {
         jobs: Vec::new(),
         regs: vec![pm2, cron],
+        ..Project::default()
     };
     assert!(!duplicated(&project));
 }
@@ -332,6 +334,7 @@ fn container_working_directory_counts() {
     assert!(duplicated(&Project {
         jobs: Vec::new(),
         regs: vec![k, cron],
+        ..Project::default()
     }));
 }
 
@@ -345,6 +348,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
     assert!(!duplicated(&Project {
         jobs: Vec::new(),
         regs: vec![staging.clone(), prod.clone()],
+        ..Project::default()
     }));
     // The same namespace twice is a duplicate.
     let mut prod2 = prod.clone();
@@ -352,6 +356,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
     assert!(duplicated(&Project {
         jobs: Vec::new(),
         regs: vec![prod.clone(), prod2.clone()],
+        ..Project::default()
     }));
     // Tied to one manifest job by annotation: still separate runners.
     let tie = Some(Tie {
@@ -375,6 +380,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
         instances_span: None,
         locked: true,
         one_host_lock: false,
+        lock_store: None,
         kubernetes: false,
         lock_span: None,
         depends_on: Vec::new(),
@@ -388,6 +394,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
     let project = Project {
         jobs: vec![job.clone()],
         regs: vec![s.clone(), p],
+        ..Project::default()
     };
     let a = Analysis::new(&project, &files, NOW.parse().expect("now"));
     assert!(!a.groups.iter().any(|g| g.duplicate));
@@ -400,6 +407,7 @@ fn namespaces_separate_cronjobs_untied_and_tied() {
     let project = Project {
         jobs: vec![job],
         regs: vec![p2, p3],
+        ..Project::default()
     };
     assert!(duplicated(&project));
 }
@@ -551,10 +559,12 @@ fn a_relative_command_meets_its_absolute_twin_among_many() {
     assert!(!duplicated(&Project {
         jobs: Vec::new(),
         regs: regs.clone(),
+        ..Project::default()
     }));
     regs.push(reg(SourceKind::Pm2, 0, "node jobs/settle.js"));
     assert!(duplicated(&Project {
         jobs: Vec::new(),
         regs,
+        ..Project::default()
     }));
 }

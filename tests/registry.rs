@@ -60,6 +60,10 @@ const NOT_RUNNABLE: &[(&str, &str)] = &[
         "BG610",
         "a `text` description of line endings a doc block cannot carry",
     ),
+    (
+        "BG614",
+        "cross-file: a manifest and crontab lines of two hosts in a `text` listing",
+    ),
 ];
 
 /// Rules whose fix is not linted, and why; their bad example is.

@@ -322,13 +322,17 @@ fn two_manifests_declaring_one_job_and_two_tied_registrations_are_duplicates() {
     assert_eq!(f.len(), 1, "{v}");
     assert_eq!(f[0]["related"].as_array().map(Vec::len), Some(1), "{v}");
 
-    // One manifest, two CronJobs tied to it by annotation: registered twice.
+    // One manifest, two CronJobs tied to it by annotation, one of them not under
+    // `batchguard run`: registered twice.
     fs::remove_dir_all(dir.path().join("old")).expect("rm");
     let k8s = fs::read_to_string("fixtures/rules/BG603/good/k8s/cronjobs.yaml").expect("read");
     fs::write(dir.path().join("a.yaml"), &k8s).expect("write");
     fs::write(
         dir.path().join("b.yaml"),
-        k8s.replace("name: settle\n", "name: settle-v2\n"),
+        k8s.replace("name: settle\n", "name: settle-v2\n").replace(
+            r#""batchguard", "run", "--job", "settle-payments", "--", "#,
+            "",
+        ),
     )
     .expect("write");
     let v = json(dir.path(), None);

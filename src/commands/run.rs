@@ -17,6 +17,7 @@ pub(super) fn run(args: RunArgs) -> Result<Outcome, Error> {
         reason: args.reason,
         report: args.report,
         config: args.config,
+        link: args.link,
         command: args.command,
         rule_code: |issue| crate::lint::rule_of(issue).code,
         drill: guard::Drill {

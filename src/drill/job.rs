@@ -71,6 +71,7 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
         reason: None,
         report: None,
         config: None,
+        link: false,
         command: replay.clone().unwrap_or_default(),
         rule_code: opts.rule_code,
         drill: guard::Drill {
@@ -87,7 +88,7 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
         )),
         (_, r) => Ok(r),
     }?;
-    let plan = guard::plan::plan(&gopts)?;
+    let plan = guard::plan::plan(&gopts).map_err(|e| e.message)?;
     let job = job.ok_or_else(|| format!("{shown}: no job named `{name}`"))?;
     let replay = replay.ok_or_else(|| {
         format!(

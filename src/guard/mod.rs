@@ -8,6 +8,7 @@
 //! Exit codes follow `timeout(1)` and `flock(1)` (item 12); see [`Exit`].
 
 pub mod classify;
+pub mod link;
 pub mod plan;
 pub mod report;
 
@@ -37,6 +38,9 @@ pub struct Options {
     pub report: Option<PathBuf>,
     /// `--config`: the `batchguard.toml` with `[run]` (default: found above the manifest).
     pub config: Option<PathBuf>,
+    /// `--link`: driven over stdin/stdout by the npm package's `guard()` instead of
+    /// running a command (`docs/node-protocol.md`).
+    pub link: bool,
     pub command: Vec<String>,
     /// The rule code of a reading issue (lint's mapping), for the message that says why
     /// the manifest cannot be read; handed in so the guard does not depend on lint.
@@ -69,15 +73,16 @@ pub const DEADLINE: u8 = 124;
 /// (`--report`) is written whatever the outcome, exit 125 included.
 pub fn run(opts: &Options) -> u8 {
     process::block_signals();
+    let mut link = opts.link.then(link::Link::start);
     let mut report = report::Report::new(&opts.job, opts.scheduled_at);
     let code = match plan::plan(opts) {
-        Ok(plan) => guarded(opts, &plan, &mut report),
-        Err(why) => {
-            eprintln!("batchguard run: {why}");
-            CANNOT_RUN
-        }
+        Ok(plan) => guarded(opts, &plan, &mut report, &mut link),
+        Err(e) => cannot(&link, e.code, e.message),
     };
     report.exit_code = i32::from(code);
+    if let Some(l) = &link {
+        l.send(&report.link_result());
+    }
     if let Some(path) = &opts.report
         && let Err(e) = std::fs::write(path, report.to_json())
     {
@@ -132,21 +137,36 @@ fn shell_quote(a: &str) -> String {
     }
 }
 
-fn unreachable(opts: &Options, plan: &Plan, slot: Option<Timestamp>, e: &store::StoreError) -> u8 {
+/// Says why `run` cannot run, on stderr and to the link's driver; exit 125.
+fn cannot(link: &Option<link::Link>, code: &str, message: String) -> u8 {
+    eprintln!("batchguard run: {message}");
+    if let Some(l) = link {
+        l.error(code, &message);
+    }
+    CANNOT_RUN
+}
+
+/// What to say when the store did not take a statement (or could not be opened), with the
+/// replay line.
+fn unreachable(
+    opts: &Options,
+    plan: &Plan,
+    slot: Option<Timestamp>,
+    e: &store::StoreError,
+) -> String {
     let shown = slot.map_or_else(|| "the current slot".to_owned(), store::rfc3339);
     let (what, why) = match e.refusal() {
         Some(why) => ("refused the lease", why),
         None => ("is unreachable", e.0.as_str()),
     };
-    eprintln!(
-        "batchguard run: the store {} ({}) {what}, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
+    format!(
+        "the store {} ({}) {what}, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
         crate::db::mask(&plan.store),
         plan.store_from,
         opts.job,
         crate::db::scrub(&plan.store, why.to_owned()),
         replay_line(opts, Some(plan), slot)
-    );
-    CANNOT_RUN
+    )
 }
 
 /// Why a slot is worked.
@@ -199,20 +219,31 @@ struct Guard<'a> {
     plan: &'a Plan,
     st: Box<dyn Store>,
     apart: Option<Apart>,
+    /// The driver of `--link`, when there is one.
+    link: &'a mut Option<link::Link>,
 }
 
 /// SPEC 7.1 as steps: open the store and write leftovers; find the slot and any unfinished
 /// slot to catch up (one round trip); work the catch-up, then the current slot.
-fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
+fn guarded(
+    opts: &Options,
+    plan: &Plan,
+    report: &mut report::Report,
+    link: &mut Option<link::Link>,
+) -> u8 {
     let st = match store::open(&plan.store) {
         Ok(s) => s,
-        Err(e) => return unreachable(opts, plan, opts.scheduled_at, &e),
+        Err(e) => {
+            let m = unreachable(opts, plan, opts.scheduled_at, &e);
+            return cannot(link, "E_STORE", m);
+        }
     };
     let mut g = Guard {
         opts,
         plan,
         st,
         apart: Apart::new(opts, plan),
+        link,
     };
     // Leftovers first: spooled writes, and outputs of runs that died.
     if let Err(e) = catch_up(g.st.as_mut(), &plan.store) {
@@ -246,6 +277,7 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
             store::rfc3339(slot)
         );
         let w = g.work(u.scheduled_at, Trigger::CatchUp);
+        let worked = !w.attempts.is_empty();
         report.caught_up = Some(report::CaughtUp {
             scheduled_at: u.scheduled_at,
             outcome: w.outcome,
@@ -254,6 +286,15 @@ fn guarded(opts: &Options, plan: &Plan, report: &mut report::Report) -> u8 {
         });
         if w.interrupted {
             // Told to stop while catching up: the current slot is left for the next tick.
+            return w.code;
+        }
+        if opts.link && worked {
+            // One slot per `guard()` call: the catch-up was this call's slot.
+            if let Some(c) = report.caught_up.take() {
+                report.scheduled_at = Some(c.scheduled_at);
+                report.outcome = c.outcome;
+                report.attempts = c.attempts;
+            }
             return w.code;
         }
     }
@@ -276,10 +317,7 @@ impl Guard<'_> {
     fn slots(&mut self) -> Result<(Timestamp, Option<Unfinished>), u8> {
         let (opts, plan) = (self.opts, self.plan);
         let given = match opts.scheduled_at.map(|t| plan.given_slot(t)) {
-            Some(Err(why)) => {
-                eprintln!("batchguard run: {why}");
-                return Err(CANNOT_RUN);
-            }
+            Some(Err(why)) => return Err(cannot(self.link, "E_SLOT", why)),
             Some(Ok(t)) => Some(t),
             None => None,
         };
@@ -295,7 +333,10 @@ impl Guard<'_> {
                 .unwrap_or(Timestamp::MIN);
             match self.st.unfinished(&plan.ledger_job, from) {
                 Ok((u, now)) => (u, Some(now)),
-                Err(e) => return Err(unreachable(opts, plan, given, &e)),
+                Err(e) => {
+                    let m = unreachable(opts, plan, given, &e);
+                    return Err(cannot(self.link, "E_STORE", m));
+                }
             }
         } else {
             (vec![], None)
@@ -305,15 +346,18 @@ impl Guard<'_> {
             None => {
                 let now = match now {
                     Some(n) => n,
-                    None => self
-                        .st
-                        .now()
-                        .map_err(|e| unreachable(opts, plan, None, &e))?,
+                    None => match self.st.now() {
+                        Ok(n) => n,
+                        Err(e) => {
+                            let m = unreachable(opts, plan, None, &e);
+                            return Err(cannot(self.link, "E_STORE", m));
+                        }
+                    },
                 };
-                plan.slot_at(now).map_err(|why| {
-                    eprintln!("batchguard run: {why}");
-                    CANNOT_RUN
-                })?
+                match plan.slot_at(now) {
+                    Ok(t) => t,
+                    Err(why) => return Err(cannot(self.link, "E_RUN", why)),
+                }
             }
         };
         let window = SignedDuration::try_from(plan.catch_up_window(slot)).unwrap_or_default();
@@ -366,14 +410,15 @@ impl Guard<'_> {
                     return worked;
                 }
             };
-            let ran = self.supervise(slot, &run_id, &taken);
+            let ran = self.supervise(slot, trigger, &run_id, &taken);
             let verdict = classify::classify(&ran.result, &ran.error_path, &plan.retry);
             let next = self.record_attempt(slot, trigger, &run_id, &taken, &ran, &verdict);
             worked.attempts.push(next.attempt);
             worked.code = next.code;
             worked.outcome = next.outcome;
             worked.interrupted = matches!(verdict.class, Class::Interrupted(_));
-            let Some(delay) = next.retry_after else {
+            let gone = self.link.as_ref().is_some_and(|l| l.gone);
+            let Some(delay) = next.retry_after.filter(|_| !gone) else {
                 return worked;
             };
             let delay = if opts.drill.no_delay {
@@ -411,10 +456,7 @@ impl Guard<'_> {
         let (opts, plan) = (self.opts, self.plan);
         let key = match plan.lock_key(slot, run_id) {
             Ok(k) => k,
-            Err(why) => {
-                eprintln!("batchguard run: {why}");
-                return Acquire::Failed(CANNOT_RUN);
-            }
+            Err(why) => return Acquire::Failed(cannot(self.link, "E_RUN", why)),
         };
         let (snapshot_path, digest) = match &opts.drill.snapshot {
             Some(p) => (
@@ -446,7 +488,10 @@ impl Guard<'_> {
         let acquired = match self.st.acquire(&req) {
             Ok(AcquireResult::Acquired(a)) => a,
             Ok(AcquireResult::Refused(why)) => return self.skipped(slot, trigger, run_id, why),
-            Err(e) => return Acquire::Failed(unreachable(opts, plan, Some(slot), &e)),
+            Err(e) => {
+                let m = unreachable(opts, plan, Some(slot), &e);
+                return Acquire::Failed(cannot(self.link, "E_STORE", m));
+            }
         };
         if let Some(a) = self.apart.as_mut() {
             let mut start = req.start.clone();
@@ -508,7 +553,7 @@ impl Guard<'_> {
 
     /// Step 5: the run directory, then the command under the lease's deadline. A failure
     /// of this host to prepare or start it is a [`Class::SpawnFailed`] attempt.
-    fn supervise(&mut self, slot: Timestamp, run_id: &str, taken: &Taken) -> Ran {
+    fn supervise(&mut self, slot: Timestamp, trigger: Trigger, run_id: &str, taken: &Taken) -> Ran {
         let plan = self.plan;
         let deadline = taken.sent + plan.ttl - plan.safety;
         let deadline_wall = taken
@@ -543,8 +588,14 @@ impl Guard<'_> {
                     run_dir.display()
                 )
             });
-        let argv = prepared
-            .and_then(|()| plan.argv(slot, run_id, attempt, taken.snapshot_path.as_deref()));
+        let linked = self.link.is_some();
+        let argv = prepared.and_then(|()| {
+            if linked {
+                Ok(vec![])
+            } else {
+                plan.argv(slot, run_id, attempt, taken.snapshot_path.as_deref())
+            }
+        });
         let env = plan.env(
             slot,
             run_id,
@@ -555,8 +606,25 @@ impl Guard<'_> {
             &outputs_path,
             &error_path,
         );
-        let result = match &argv {
-            Ok(argv) => process::run(&process::Spec {
+        let result = match (&argv, self.link.as_mut()) {
+            (Ok(_), Some(l)) => Ok(l.attempt(
+                &link::Granted {
+                    slot,
+                    attempt,
+                    fence: taken.acquired.fence,
+                    run_id,
+                    deadline: deadline_wall,
+                    abort_at: deadline_wall
+                        .checked_sub(SignedDuration::try_from(plan.grace).unwrap_or_default())
+                        .unwrap_or(deadline_wall),
+                    trigger: trigger.as_str(),
+                },
+                &outputs_path,
+                &error_path,
+                deadline,
+                plan.grace,
+            )),
+            (Ok(argv), None) => process::run(&process::Spec {
                 argv,
                 env: &env,
                 deadline,
@@ -567,7 +635,7 @@ impl Guard<'_> {
                 SpawnError::NotExecutable(m) => (NOT_EXECUTABLE, m),
                 SpawnError::Other(m) => (NOT_EXECUTABLE, m),
             }),
-            Err(why) => Err((CANNOT_RUN, why.clone())),
+            (Err(why), _) => Err((CANNOT_RUN, why.clone())),
         };
         Ran {
             result,
@@ -662,6 +730,11 @@ impl Guard<'_> {
         };
         let retry_after = retry.then(|| plan::delay(&plan.retry, u64::from(attempt)));
         self.say(slot, attempt, class, &rejected, dead_letter, retry_after);
+        if let Some(l) = self.link.as_mut() {
+            l.refuse_late();
+            let code = (class.class != Class::Success).then_some(class.code.as_str());
+            l.ended(slot, attempt, code, retry_after.filter(|_| !l.gone));
+        }
         let outcome = match (&class.class, dead_letter) {
             (Class::Success, _) => "succeeded",
             (_, true) => "dead_lettered",

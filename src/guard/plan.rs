@@ -202,7 +202,21 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, before[start..].chars().count() + 1)
 }
 
-pub fn plan(opts: &Options) -> Result<Plan, String> {
+/// Why there is no plan: the message `run` prints, and the case as the link names it
+/// (`docs/node-protocol.md`: `E_MANIFEST`, `E_JOB`, `E_STORE_URL`, `E_RUN`).
+#[derive(Debug)]
+pub struct PlanError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+pub fn plan(opts: &Options) -> Result<Plan, PlanError> {
+    let mut code = "E_MANIFEST";
+    steps(opts, &mut code).map_err(|message| PlanError { code, message })
+}
+
+/// [`plan`]'s steps; `code` names the case of the step under way when one fails.
+fn steps(opts: &Options, code: &mut &'static str) -> Result<Plan, String> {
     let shown = opts.manifest.display().to_string();
     let bytes = read_manifest(&opts.manifest).map_err(|e| format!("cannot read {shown}: {e}"))?;
     let (text, loaded) = crate::manifest::load::load(&bytes);
@@ -219,6 +233,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
         );
         return Err(format!("not a readable manifest: {why}"));
     }
+    *code = "E_JOB";
     let job = loaded.job(&opts.job).map_err(|none| {
         let hint = none
             .closest
@@ -226,6 +241,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             .unwrap_or_default();
         format!("{shown}: no job named `{}`{hint}", opts.job)
     })?;
+    *code = "E_MANIFEST";
     let bad = |what: &str| {
         format!(
             "{shown}: job `{}` {what} (`batchguard lint {shown}` shows why)",
@@ -262,7 +278,10 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
         .key
         .value()
         .map_or_else(|| "{job}:{scheduled_at}".to_owned(), |t| t.0.clone());
-    let command = if !opts.command.is_empty() {
+    let command = if opts.link {
+        // Driven over the link: the driver's callback is the attempt, no command runs.
+        vec![]
+    } else if !opts.command.is_empty() {
         opts.command.clone()
     } else {
         match job.command.value() {
@@ -275,6 +294,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             None => return Err(bad("has no `command` and none was given after `--`")),
         }
     };
+    *code = "E_RUN";
     if opts.manual
         && (opts.scheduled_at.is_none()
             || opts.reason.as_deref().is_none_or(|r| r.trim().is_empty()))
@@ -295,6 +315,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
         let config = settings
             .as_ref()
             .and_then(|s| Some((s.config.run.store.clone()?, s.path.clone()?)));
+        *code = "E_STORE_URL";
         choose_store(
             opts.store.as_deref(),
             std::env::var("BATCHGUARD_STORE").ok(),
@@ -303,6 +324,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
             &opts.job,
         )?
     };
+    *code = "E_RUN";
     if let Some(l) = &opts.ledger
         && l != &store_url
         && !store::ledger::is_writable_source(l)
@@ -352,6 +374,7 @@ pub fn plan(opts: &Options) -> Result<Plan, String> {
     };
     // A template that cannot be filled is refused before the store is touched, not found
     // after a lease was taken for nothing.
+    *code = "E_MANIFEST";
     let snap = (plan.snapshot.is_some() || opts.drill.snapshot.is_some()).then_some("SNAPSHOT");
     plan.argv(Timestamp::UNIX_EPOCH, "RUN_ID", 1, snap)
         .and_then(|_| plan.lock_key(Timestamp::UNIX_EPOCH, "RUN_ID"))
@@ -606,6 +629,7 @@ mod tests {
             reason: None,
             report: None,
             config: None,
+            link: false,
             command: vec![],
             rule_code: |_| "BG000",
             drill: super::super::Drill::default(),

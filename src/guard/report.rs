@@ -63,6 +63,30 @@ impl Report {
         }
     }
 
+    /// The `result` line of `run --link` (`docs/node-protocol.md`).
+    pub fn link_result(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "event": "result",
+            "status": self.outcome,
+            "exitCode": self.exit_code,
+        });
+        if let Some(t) = self.scheduled_at {
+            v["slot"] = serde_json::json!(crate::store::rfc3339(t));
+        }
+        if let Some(r) = &self.skip_reason {
+            v["reason"] = serde_json::json!(r);
+        }
+        if let Some(a) = self.attempts.last() {
+            v["runId"] = serde_json::json!(a.run_id);
+            v["fence"] = serde_json::json!(a.fence.to_string());
+            v["attempt"] = serde_json::json!(a.attempt);
+            if let Some(c) = &a.error_code {
+                v["code"] = serde_json::json!(c);
+            }
+        }
+        v
+    }
+
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into());
         s.push('\n');

@@ -533,6 +533,11 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     let mut run = read(opts, walk, Checks::All);
     let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
     run.jobs = analysis.groups.len();
+    for (file, note) in analysis.guarded_notes() {
+        if let Some(r) = run.read.get_mut(file) {
+            r.notes.push(note);
+        }
+    }
     let mut all = std::mem::take(&mut run.findings);
     all.extend(cross::run(&analysis));
     run.findings = apply_suppressions(&run.files, all, &opts.settings);
@@ -571,7 +576,10 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
         jobs: 0,
         registrations: 0,
         unreadable,
-        project: crate::project::Project::default(),
+        project: crate::project::Project {
+            run_store: opts.settings.config.run.store.clone(),
+            ..crate::project::Project::default()
+        },
     };
     let mut not_read = Vec::new();
     for (c, r) in found.candidates.iter().zip(results) {

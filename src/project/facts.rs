@@ -69,6 +69,9 @@ pub fn manifest_facts(
                     !l.value.is_disabled()
                         && l.value.store.value() == Some(&crate::manifest::model::LockStore::Sqlite)
                 }),
+                lock_store: lock
+                    .filter(|l| !l.value.is_disabled())
+                    .and_then(|l| l.value.store.value().copied()),
                 kubernetes: deployment.platform
                     == Some(crate::manifest::model::Platform::Kubernetes),
                 lock_span: lock.map(|l| l.span),

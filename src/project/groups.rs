@@ -161,6 +161,9 @@ impl Analysis<'_> {
             }
             g.instances = most_instances;
             g.duplicate = most_runners >= 2;
+            if g.duplicate {
+                g.guarded = self.guarded_by(&g.places);
+            }
         }
         self.groups = groups;
     }

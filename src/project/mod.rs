@@ -15,6 +15,7 @@
 //! | `facts.rs` | a loaded manifest -> its [`ManifestJob`]s |
 //! | `ties.rs` | registrations tied to manifest jobs |
 //! | `groups.rs` | places that are one job: same key, ties, same command on a shared slot; runners per group |
+//! | `stores.rs` | the store each `batchguard run` registration resolves; groups guarded by one shared store |
 //! | `slots.rs` | a schedule's slots over the year ahead, compared between places |
 //! | `deps.rs` | the `depends_on` graph and its cycles |
 
@@ -22,10 +23,12 @@ mod deps;
 mod facts;
 mod groups;
 mod slots;
+mod stores;
 mod ties;
 
 pub use facts::manifest_facts;
 pub use slots::year_slots;
+pub use stores::{Scheme, StoreFrom, StoreOfRun, guard_note, registrations, shared};
 
 use crate::finding::Location;
 use crate::schedule::Dialect;
@@ -59,6 +62,8 @@ pub struct ManifestJob {
     /// The lock lives in a store of one host (`lock.store: sqlite`): it does not guard
     /// instances on other hosts.
     pub one_host_lock: bool,
+    /// `lock.store` as declared, when the lock is not disabled.
+    pub lock_store: Option<crate::manifest::model::LockStore>,
     /// The job runs on Kubernetes: its instances are pods, on any node.
     pub kubernetes: bool,
     pub lock_span: Option<Span>,
@@ -81,6 +86,9 @@ impl ManifestJob {
 pub struct Project {
     pub jobs: Vec<ManifestJob>,
     pub regs: Vec<Registration>,
+    /// `[run] store` of `batchguard.toml`: the store of every `batchguard run` that names
+    /// none itself (SPEC 7.1 item 13).
+    pub run_store: Option<String>,
 }
 
 /// A place a job is declared or registered: a manifest job or a registration.
@@ -101,6 +109,10 @@ pub struct Group {
     pub instances: u64,
     /// Two or more places run the job (SPEC 3.5 "Duplicates").
     pub duplicate: bool,
+    /// Every place that runs it is a `batchguard run` of one manifest job on one shared
+    /// store: the store's lock lets one of them work each slot (the HA pattern), so the
+    /// places are no duplicate (BG601). The store as shown (password masked).
+    pub guarded: Option<String>,
 }
 
 /// A resolved `depends_on` edge, or why it does not resolve.

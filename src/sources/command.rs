@@ -119,6 +119,8 @@ struct Peeled {
     wrapped: bool,
     /// The options of the first `batchguard run` (before `--`).
     run_options: Option<Vec<String>>,
+    /// A `BATCHGUARD_STORE=URL` assignment in front of the first `batchguard run`.
+    run_store_env: Option<String>,
 }
 
 fn skip_env(words: &[String]) -> &[String] {
@@ -235,8 +237,16 @@ fn peel(argv: &[String], workdir: Option<&str>) -> Peeled {
         ..Peeled::default()
     };
     let mut words: Vec<String> = argv.to_vec();
+    let mut store_env: Option<String> = None;
     for _ in 0..MAX_LAYERS {
         let rest = skip_env(&words);
+        if out.run_options.is_none() {
+            let skipped = &words[..words.len() - rest.len()];
+            let prefix = format!("{}=", super::STORE_ENV);
+            if let Some(v) = skipped.iter().rev().find_map(|w| w.strip_prefix(&prefix)) {
+                store_env = Some(v.to_owned());
+            }
+        }
         if let Some((dir, after)) = cd_prelude(rest) {
             out.workdir = Some(resolve(out.workdir.as_deref(), dir));
             words = after.to_vec();
@@ -256,6 +266,7 @@ fn peel(argv: &[String], workdir: Option<&str>) -> Peeled {
                 let end = rest.iter().position(|w| w == "--");
                 if out.run_options.is_none() {
                     out.run_options = Some(rest[2..end.unwrap_or(rest.len())].to_vec());
+                    out.run_store_env = store_env.take();
                 }
                 match end {
                     Some(i) => rest[i + 1..].to_vec(),
@@ -280,33 +291,55 @@ pub fn is_wrapped(argv: &[String]) -> bool {
     peel(argv, None).wrapped
 }
 
-/// The `--job NAME` (and `--manifest PATH`) of a `batchguard run` command.
-pub fn batchguard_tie(argv: &[String], span: Span) -> Option<Tie> {
-    let options = peel(argv, None).run_options?;
-    let mut job = None;
-    let mut manifest = None;
+/// The value of a `batchguard run` option, `--NAME VALUE` or `--NAME=VALUE` (the last one
+/// given, as clap takes it).
+fn option_value(options: &[String], name: &str) -> Option<String> {
+    let eq = format!("{name}=");
+    let mut found = None;
     let mut i = 0;
     while i < options.len() {
         let w = options[i].as_str();
-        if let Some(v) = w.strip_prefix("--job=") {
-            job = Some(v.to_owned());
-        } else if let Some(v) = w.strip_prefix("--manifest=") {
-            manifest = Some(v.to_owned());
-        } else if w == "--job" {
-            job = options.get(i + 1).cloned();
-            i += 1;
-        } else if w == "--manifest" {
-            manifest = options.get(i + 1).cloned();
+        if let Some(v) = w.strip_prefix(&eq) {
+            found = Some(v.to_owned());
+        } else if w == name {
+            found = options.get(i + 1).cloned();
             i += 1;
         }
         i += 1;
     }
-    job.map(|job| Tie {
+    found
+}
+
+/// The `--job NAME` (and `--manifest PATH`) of a `batchguard run` command.
+pub fn batchguard_tie(argv: &[String], span: Span) -> Option<Tie> {
+    let options = peel(argv, None).run_options?;
+    option_value(&options, "--job").map(|job| Tie {
         service: None,
         job,
-        manifest,
+        manifest: option_value(&options, "--manifest"),
         span,
     })
+}
+
+/// How a `batchguard run` command names its store itself, when it does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunStore {
+    /// `--store URL` (or `--store=URL`).
+    Flag(String),
+    /// `BATCHGUARD_STORE=URL` in front of `batchguard run` (its env prelude, `env …`).
+    Env(String),
+}
+
+/// Whether the command runs under `batchguard run`, and the store it names itself: `None`
+/// when it is no `batchguard run`, `Some(None)` when it gives no store of its own.
+pub fn run_store(argv: &[String]) -> Option<Option<RunStore>> {
+    let peeled = peel(argv, None);
+    let options = peeled.run_options?;
+    Some(
+        option_value(&options, "--store")
+            .map(RunStore::Flag)
+            .or(peeled.run_store_env.map(RunStore::Env)),
+    )
 }
 
 /// What a (possibly wrapped) command finally runs; see [`Registration::effective_argv`].
@@ -590,6 +623,30 @@ mod tests {
             Some(("settle".into(), Some("m.yaml".into())))
         );
         assert!(batchguard_tie(&v("node x"), Span::default()).is_none());
+    }
+
+    #[test]
+    fn the_store_a_run_command_names() {
+        let store = |cmd: &str| run_store(&v(cmd));
+        assert_eq!(store("node x"), None);
+        assert_eq!(store("batchguard run --job a -- node x"), Some(None));
+        assert_eq!(
+            store("batchguard run --job a --store 'postgres://db/ops' -- node x --store y"),
+            Some(Some(RunStore::Flag("postgres://db/ops".into())))
+        );
+        assert_eq!(
+            store("cd /srv && BATCHGUARD_STORE=redis://r/0 batchguard run --job=a -- x"),
+            Some(Some(RunStore::Env("redis://r/0".into())))
+        );
+        assert_eq!(
+            store("sh -c 'env BATCHGUARD_STORE=mysql://m/o batchguard run --store=\"$S\" --job a'"),
+            Some(Some(RunStore::Flag("$S".into())))
+        );
+        // An assignment for the job's own command is not the guard's.
+        assert_eq!(
+            store("batchguard run --job a -- env BATCHGUARD_STORE=x node y"),
+            Some(None)
+        );
     }
 
     #[test]

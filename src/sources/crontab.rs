@@ -442,6 +442,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
     let user_column = user_column(path, &lines, opts);
     let mut out = Read::default();
     let mut tz: Option<Spanned<String>> = None;
+    let mut store_env: Option<Spanned<String>> = None;
     let mut unreadable: Vec<(usize, Span, String)> = Vec::new();
     let mut not_utf8: Vec<(usize, usize, bool)> = Vec::new();
     let mut crlf: Vec<(usize, usize)> = Vec::new();
@@ -454,13 +455,19 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
             Kind::Blank | Kind::Comment => continue,
             Kind::Env => {
                 if let Some((name, value, voff)) = env_assignment(line.body)
-                    && name == "CRON_TZ"
+                    && (name == "CRON_TZ" || name == super::STORE_ENV)
                 {
                     let vstart = line.start + voff;
-                    tz = (!value.is_empty()).then(|| Spanned {
+                    let set = (!value.is_empty()).then(|| Spanned {
                         value: value.to_owned(),
                         span: Span::new(vstart, end.saturating_sub(vstart)),
                     });
+                    // Like CRON_TZ, an env line holds for the job lines after it.
+                    if name == "CRON_TZ" {
+                        tz = set;
+                    } else {
+                        store_env = set;
+                    }
                 }
                 continue;
             }
@@ -544,6 +551,7 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
             command_span,
             instances: 1,
             tie,
+            store_env: store_env.clone(),
             ..Registration::default()
         });
     }

@@ -258,6 +258,7 @@ fn cronjob(root: &Node) -> Option<Registration> {
         .and_then(|c| get(c, "workingDir"))
         .and_then(str_at);
     let namespace = path(root, &["metadata", "namespace"]).and_then(str_at);
+    let store_env = container.and_then(store_env);
     Some(Registration {
         kind: SourceKind::Kubernetes,
         file: 0,
@@ -279,8 +280,42 @@ fn cronjob(root: &Node) -> Option<Registration> {
         wrapped,
         workdir,
         namespace,
+        store_env,
         ..Registration::default()
     })
+}
+
+/// The container's `BATCHGUARD_STORE` env entry: its literal `value`, or `$(valueFrom)`
+/// for a value taken from a Secret or ConfigMap (given, but not written here). An
+/// `envFrom` imports names this file does not list, so it may give it too: `$(envFrom)`.
+fn store_env(container: &Node) -> Option<Spanned<String>> {
+    let entry = match &get(container, "env").map(|e| &e.value) {
+        Some(Value::Seq(items)) => items.iter().find(|e| {
+            get(e, "name")
+                .and_then(str_at)
+                .is_some_and(|n| n.value == super::STORE_ENV)
+        }),
+        _ => None,
+    };
+    let reference = |name: &str, n: &Node| Spanned {
+        value: format!("$({name})"),
+        span: n.span,
+    };
+    match entry {
+        Some(e) => get(e, "value").and_then(str_at).or_else(|| {
+            let from = get(e, "valueFrom")?;
+            // Which Secret or ConfigMap key: two entries compare equal only when they
+            // name the same one.
+            let named = ["secretKeyRef", "configMapKeyRef"].iter().find_map(|kind| {
+                let r = get(from, kind)?;
+                let name = get(r, "name").and_then(str_at)?.value;
+                let key = get(r, "key").and_then(str_at)?.value;
+                Some(format!("{kind} {name}/{key}"))
+            });
+            Some(reference(named.as_deref().unwrap_or("valueFrom"), from))
+        }),
+        None => get(container, "envFrom").map(|n| reference("envFrom", n)),
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@ use crate::manifest::yaml::{Node, Value};
 use crate::schedule::Dialect;
 use crate::text::{Span, Spanned};
 pub use command::{batchguard_tie, effective_argv, is_wrapped, split_words};
+
+/// The environment variable `batchguard run` reads its store URL from (SPEC 7.1 item 13).
+pub const STORE_ENV: &str = "BATCHGUARD_STORE";
 use std::path::Path;
 
 /// Which kind of source a registration came from.
@@ -107,6 +110,11 @@ pub struct Registration {
     /// Environment entries the source sets for the command (Kubernetes `env[]` with a
     /// literal `value`, PM2 `env`), name and value located, for BG801.
     pub env: Vec<(Spanned<String>, Spanned<String>)>,
+    /// `BATCHGUARD_STORE` as the source sets it for the command (a crontab env line above
+    /// the job line, a container's `env`, PM2 `env`), where `batchguard run` finds its store
+    /// when no `--store` is given (SPEC 7.1 item 13). A value the file does not write (a
+    /// `valueFrom`, a value computed in an ecosystem file) is kept as a reference: `$(…)`.
+    pub store_env: Option<Spanned<String>>,
 }
 
 impl Registration {

@@ -550,6 +550,7 @@ fn app_registration(app: &Node, i: usize, name: Option<&Spanned<String>>, loc: &
         Some(m) => m.value.starts_with("cluster"),
         None => pm2_n.is_some_and(|n| n >= 0 || n == -1) && runs_on_node(interpreter.as_deref()),
     };
+    let env = env_entries(app, loc);
     let workdir = pick(app, &CWD).and_then(|n| {
         str_at(n).map(|s| Spanned {
             value: s.value,
@@ -576,9 +577,35 @@ fn app_registration(app: &Node, i: usize, name: Option<&Spanned<String>>, loc: &
         kube: None,
         tie,
         workdir,
-        env: env_entries(app, loc),
+        store_env: store_env(app, &env, loc),
+        env,
         ..Registration::default()
     }))
+}
+
+/// `BATCHGUARD_STORE` in the app's `env` (or an `env_<name>` block): as written, or
+/// `$(computed)` when the file computes it (read from the environment while evaluating).
+fn store_env(
+    app: &Node,
+    written: &[(Spanned<String>, Spanned<String>)],
+    loc: &Locate,
+) -> Option<Spanned<String>> {
+    if let Some((_, v)) = written.iter().find(|(n, _)| n.value == super::STORE_ENV) {
+        return Some(v.clone());
+    }
+    let Value::Map(fields) = &app.value else {
+        return None;
+    };
+    let named = fields.iter().any(|(k, block)| {
+        let is_env = matches!(&k.value, Value::Str(key) if key == ENV.key || key.starts_with("env_"));
+        is_env
+            && matches!(&block.value, Value::Map(entries)
+                if entries.iter().any(|(n, _)| matches!(&n.value, Value::Str(n) if n == super::STORE_ENV)))
+    });
+    named.then(|| Spanned {
+        value: "$(computed)".to_owned(),
+        span: loc.anchor,
+    })
 }
 
 /// The name PM2 gives an app without one: its script's file name without the extension.

@@ -16,6 +16,22 @@ pub fn bg() -> Command {
     c
 }
 
+/// `lint --format json` of `dir` at [`NOW`], which must run (exit 0 or 1).
+pub fn lint_json(dir: &Path) -> serde_json::Value {
+    let out = bg()
+        .args(["lint", "--format", "json", "--now", NOW])
+        .arg(dir)
+        .output()
+        .expect("lint runs");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("lint prints JSON")
+}
+
 /// The major version of the `node` on PATH; 0 when there is none.
 pub fn node_major() -> u32 {
     std::process::Command::new("node")

@@ -34,6 +34,19 @@ declare_rule! {
     /// One finding per duplicated job: it points at the first place in path order, labels
     /// every other place, and shows each place's command as its source writes it.
     ///
+    /// Not a duplicate: the HA pattern, where every place is a `batchguard run` of the same
+    /// manifest job (which declares a lock) on one shared store: PostgreSQL, MySQL or
+    /// Redis, the same URL everywhere (compared with the password masked), given by
+    /// `--store`, `BATCHGUARD_STORE` or `[run] store`. The store's lock lets one of them
+    /// work each slot, so two crontabs on two hosts both calling
+    /// `batchguard run --job settle --store postgres://…` are one guarded job;
+    /// `lint --list-files` and `graph` say so ("guarded by batchguard run on postgres://…").
+    /// Places stay duplicates when one of them is not under `batchguard run`, when they
+    /// name different stores or jobs, or a store of one host (SQLite), or none at all
+    /// (BG614 says which store is missing). Two registrations that write the same
+    /// reference (`--store "$STORE"`) count as one store when the job's `lock.store` is a
+    /// shared one, since `run` refuses a URL of any other kind.
+    ///
     /// ## Why it matters
     /// This is the source article's incident: after a deploy, one settlement job was
     /// registered in two places, both runs said "success", and customers were billed twice.
@@ -62,14 +75,19 @@ declare_rule! {
         name: "duplicate-registration",
         severity: Error,
         scope: Project,
-        summary: "the same job (same service and name, or same command and overlapping schedule) is registered in more than one place; every place is labelled",
+        summary: "the same job (same service and name, or same command and overlapping schedule) is registered in more than one place; every place is labelled. Not when every place calls `batchguard run` for the job on one shared store (PostgreSQL, MySQL, Redis): the store's lock guards them (the HA pattern)",
         help: "keep one registration per job: remove the others, or tie the one that stays to the manifest job",
     }
 }
 
 impl Rule for DuplicateRegistration {
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
-        for g in cx.groups.iter().filter(|g| g.duplicate) {
+        // Registrations guarded by one shared store's lock are the HA pattern.
+        for g in cx
+            .groups
+            .iter()
+            .filter(|g| g.duplicate && g.guarded.is_none())
+        {
             let Some((&first, rest)) = g.places.split_first() else {
                 continue;
             };

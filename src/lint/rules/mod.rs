@@ -44,6 +44,7 @@ pub mod bg607_crontab_unguarded;
 pub mod bg608_registration_drift;
 pub mod bg609_source_not_read;
 pub mod bg610_crontab_format;
+pub mod bg614_run_without_store;
 pub mod bg701_unknown_dependency;
 pub mod bg702_dependency_cycle;
 pub mod bg703_dependency_order;
@@ -100,6 +101,7 @@ static RULES: &[&dyn Rule] = &[
     &bg608_registration_drift::RegistrationDrift,
     &bg609_source_not_read::SourceNotRead,
     &bg610_crontab_format::CrontabFormat,
+    &bg614_run_without_store::RunWithoutStore,
     &bg701_unknown_dependency::UnknownDependency,
     &bg702_dependency_cycle::DependencyCycle,
     &bg703_dependency_order::DependencyOrder,
