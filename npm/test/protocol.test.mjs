@@ -117,7 +117,9 @@ test("tick times: node-cron 4's context, node-cron 3's Date, croner's instance, 
   assert.equal(tickTime([{ date: slot, triggeredAt: new Date(), execution: { reason: "scheduled" } }]), slot);
   assert.equal(tickTime([{ date: slot, triggeredAt: new Date(), execution: { reason: "invoked" } }]), undefined);
   assert.equal(tickTime([slot]), slot);
-  assert.equal(tickTime([{ currentRun: () => slot }, undefined]), slot);
+  const triggered = new Date(slot.getTime() + 16);
+  const croner = { currentRun: () => triggered, previousRuns: (n, ref) => (ref === triggered ? [slot] : []) };
+  assert.equal(tickTime([croner, undefined]), slot);
   assert.equal(tickTime([]), undefined);
   assert.equal(tickTime(["manual"]), undefined);
 });
@@ -125,6 +127,6 @@ test("tick times: node-cron 4's context, node-cron 3's Date, croner's instance, 
 test("guarded passes the tick time as --scheduled-at and the scheduler's arguments to fn", () =>
   withFake("args", async () => {
     const slot = new Date("2026-03-01T02:00:00Z");
-    const result = await guarded(options, () => {})({ currentRun: () => slot });
+    const result = await guarded(options, () => {})({ currentRun: () => slot, previousRuns: () => [slot] });
     assert.ok(JSON.parse(result.reason).includes("2026-03-01T02:00:00.000Z"));
   }));

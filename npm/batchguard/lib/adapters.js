@@ -11,7 +11,9 @@ const { guard } = require("./guard.js");
  * - node-cron 4: a TaskContext `{ date, triggeredAt, execution }` (`date` is the slot; a
  *   manual `task.execute()` has `execution.reason === "invoked"` and no slot of its own);
  * - node-cron 3: the Date of the tick (or the strings "manual" / "init");
- * - croner: the Cron instance, whose `currentRun()` is the time the run was due.
+ * - croner: the Cron instance. Its `currentRun()` is when the callback was triggered (at or
+ *   a few ms after the due time), so the slot is the latest run at or before it
+ *   (`previousRuns(1, currentRun)`, which includes a run in the same second).
  */
 function tickTime(args) {
   const first = args[0];
@@ -20,8 +22,10 @@ function tickTime(args) {
     if (first.date instanceof Date && "triggeredAt" in first) {
       return first.execution && first.execution.reason === "invoked" ? undefined : first.date;
     }
-    if (typeof first.currentRun === "function") {
-      const due = first.currentRun();
+    if (typeof first.currentRun === "function" && typeof first.previousRuns === "function") {
+      const triggered = first.currentRun();
+      if (!(triggered instanceof Date)) return undefined;
+      const [due] = first.previousRuns(1, triggered);
       return due instanceof Date ? due : undefined;
     }
   }
