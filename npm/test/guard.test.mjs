@@ -199,3 +199,28 @@ test("a Node.js process killed with kill -9 inside its callback: the run ends IN
   assert.deepEqual(next.slot, S, "the interrupted slot is the one worked");
   assert.equal(trigger, "catch_up");
 });
+
+test("the Node.js process told to stop (SIGTERM): the callback's signal aborts, the run ends INTERRUPTED, the process then stops", async () => {
+  const { dir, options } = setup("term");
+  const script = path.join(dir, "worker.js");
+  fs.writeFileSync(script, `
+    const { guard } = require(${JSON.stringify(packageDir)});
+    guard(${JSON.stringify({ ...options, scheduledAt: S.toISOString() })}, (run) => new Promise((resolve) => {
+      run.signal.addEventListener("abort", () => {
+        process.stdout.write("aborted " + run.signal.reason.code + "\\n");
+        resolve();
+      });
+      process.stdout.write("working\\n");
+    })).then((r) => process.stdout.write("result " + r.status + "\\n"), (e) => process.stdout.write("error " + e.code + "\\n"));
+  `);
+  const worker = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  const exited = new Promise((resolve) => worker.on("exit", (code, signal) => resolve({ code, signal })));
+  await new Promise((resolve) => worker.stdout.on("data", (d) => { out += d; if (out.includes("working")) resolve(); }));
+  worker.kill("SIGTERM");
+  const { signal } = await exited;
+  assert.match(out, /aborted INTERRUPTED\nresult failed\n/, "the call resolves before the process stops");
+  assert.equal(signal, "SIGTERM", `the process stops by the signal it was sent (output: ${out})`);
+  const end = events(options, "event = 'end'");
+  assert.deepEqual(end.map((e) => [e.status, e.error_code]), [["failure", "INTERRUPTED"]]);
+});

@@ -26,6 +26,30 @@ const MESSAGE_LIMIT = 4096;
 const STDERR_TAIL = 4096;
 const STOP_SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"];
 
+/**
+ * The calls in progress, and one listener per stop signal while there are any (not one per
+ * call: a busy scheduler would pass Node's listener warning). A signal goes to every call's
+ * child; once the last call has ended it is raised again when nobody else listens for it,
+ * so the process stops as it would have without the guard.
+ */
+const active = new Set();
+let signalsSeen = [];
+function onStopSignal(signal) {
+  signalsSeen.push(signal);
+  for (const link of active) link.stop(signal);
+}
+function track(link) {
+  if (active.size === 0) for (const signal of STOP_SIGNALS) process.on(signal, onStopSignal);
+  active.add(link);
+}
+function untrack(link) {
+  if (!active.delete(link) || active.size > 0) return;
+  for (const signal of STOP_SIGNALS) process.removeListener(signal, onStopSignal);
+  const [signal] = signalsSeen;
+  signalsSeen = [];
+  if (signal && process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+}
+
 function codedError(code, message, extra) {
   const err = new Error(message);
   err.code = code;
@@ -124,8 +148,6 @@ class Link {
     this.nextId = 1;
     this.stderrTail = "";
     this.protocolError = null;
-    this.signalsSeen = [];
-    this.onSignal = (signal) => this.stop(signal);
   }
 
   start() {
@@ -159,12 +181,11 @@ class Link {
     lines.on("line", (line) => this.onLine(line));
     // `close` comes after stdout and stderr have ended, so every line has been read.
     this.child.on("close", (code, signal) => this.onExit(code, signal));
-    for (const signal of STOP_SIGNALS) process.on(signal, this.onSignal);
+    track(this);
   }
 
   /** The Node process was told to stop: pass it on; `run` aborts the callback and records it. */
   stop(signal) {
-    this.signalsSeen.push(signal);
     if (this.child && this.child.exitCode === null) this.child.kill(signal);
   }
 
@@ -338,25 +359,18 @@ class Link {
       this.settled = true;
       this.cleanup();
       this.resolve(this.result);
-      this.reraise();
       return;
     }
     const tail = this.stderrTail.trim().split("\n").slice(-5).join("\n");
     const how = signal ? `was killed by ${signal}` : `exited with ${code}`;
     const detail = this.protocolError || tail || "no message";
     this.fail(codedError("E_RUN", `batchguard run ${how} without a result: ${detail}`, { exitCode: code }));
-    this.reraise();
   }
 
   cleanup() {
-    for (const signal of STOP_SIGNALS) process.removeListener(signal, this.onSignal);
     if (this.attempt) this.attempt.open = false;
-  }
-
-  /** A stop signal was taken for the call's sake: now let it act as it would have. */
-  reraise() {
-    const signal = this.signalsSeen[0];
-    if (signal && process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+    // After the promise has settled, so its handlers run before a re-raised signal acts.
+    setImmediate(() => untrack(this));
   }
 }
 
