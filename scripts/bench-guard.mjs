@@ -89,7 +89,7 @@ fs.rmSync(dir, { recursive: true, force: true });
 
 const bare = summary(samples.bare);
 const fmt = (ms) => `${ms.toFixed(ms < 0.1 ? 4 : 2)} ms`;
-console.log(`batchguard ${spawnSync(bin, ["--version"]).stdout.toString().trim()}, node ${process.version}, ${runs} runs each, SQLite store`);
+console.log(`${spawnSync(bin, ["--version"]).stdout.toString().trim()}, node ${process.version}, ${runs} runs each, SQLite store`);
 console.log("| what | median | p95 | over the bare callback (median) |");
 console.log("|---|---|---|---|");
 for (const [name, label] of [["bare", "bare callback"], ["guard", "`guard()` on a fresh slot"], ["cli", "`batchguard run -- true` (reference)"]]) {
