@@ -404,12 +404,19 @@ pub struct StoreArgs {
     /// Only this job (status).
     #[arg(long)]
     pub job: Option<String>,
+    /// The ledger `repair` reads the fences and slots from (default: the store's own
+    /// tables): sqlite:PATH, postgres://…, mysql://… or a path.jsonl file.
+    #[arg(long)]
+    pub ledger: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum StoreAction {
-    /// Create or upgrade the tables (idempotent).
+    /// Create or upgrade the tables (idempotent); on Redis, write the epoch.
     Migrate,
+    /// Bring the store in line with --ledger after it lost state: every fencing counter
+    /// past the ledger's highest fence; on Redis also the slots' markers and a new epoch.
+    Repair,
     /// Live leases and the last slots per job.
     Status,
     /// Write the spool and the outputs of runs that died.

@@ -27,6 +27,60 @@ pub fn scrub(url: &str, message: String) -> String {
     }
 }
 
+/// A driver error as a message: a server's own words (its message, PostgreSQL's detail
+/// and hint), never the server's source location (`at line 948` of a PostgreSQL file is
+/// the server's, not the user's) nor sqlx's "error returned from database" preamble.
+pub fn driver_message(e: &sqlx::Error) -> String {
+    let Some(d) = e.as_database_error() else {
+        return e.to_string();
+    };
+    let mut out = d.message().to_owned();
+    if let Some(pg) = d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        if let Some(detail) = pg.detail() {
+            out.push_str(&format!(" ({detail})"));
+        }
+        if let Some(hint) = pg.hint() {
+            out.push_str(&format!("; hint: {hint}"));
+        }
+    }
+    out
+}
+
+/// Whether a driver error means no usable connection (rather than an answer of the
+/// server's): the store is then unreachable.
+pub fn is_connection_error(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::Protocol(_)
+    )
+}
+
+/// The table a "no such table" message of PostgreSQL (`relation "t" does not exist`),
+/// MySQL (`Table 'db.t' doesn't exist`) or SQLite (`no such table: t`) names.
+pub fn missing_table(message: &str) -> Option<String> {
+    if let Some(rest) = message.strip_prefix("no such table: ") {
+        return Some(rest.trim().to_owned());
+    }
+    let quoted = |open: char, close: char| -> Option<&str> {
+        let a = message.find(open)? + 1;
+        let b = message[a..].find(close)? + a;
+        Some(&message[a..b])
+    };
+    let name = if message.starts_with("relation ") {
+        quoted('"', '"')?
+    } else if message.starts_with("Table ") {
+        quoted('\'', '\'')?
+    } else {
+        return None;
+    };
+    Some(name.rsplit('.').next().unwrap_or(name).to_owned())
+}
+
 /// Why [`connect_postgres`] has no connection.
 #[derive(Debug)]
 pub enum ConnectError {
@@ -105,6 +159,23 @@ mod tests {
             "postgres://h/d?password=***&a=b"
         );
         assert_eq!(mask_dsn("postgres://u:p/a@h/d"), "postgres://u:***@h/d");
+    }
+
+    #[test]
+    fn names_the_missing_table_in_each_servers_words() {
+        assert_eq!(
+            missing_table("relation \"batchguard_slots\" does not exist").as_deref(),
+            Some("batchguard_slots")
+        );
+        assert_eq!(
+            missing_table("Table 'test.batchguard_fence' doesn't exist").as_deref(),
+            Some("batchguard_fence")
+        );
+        assert_eq!(
+            missing_table("no such table: batchguard_leases").as_deref(),
+            Some("batchguard_leases")
+        );
+        assert_eq!(missing_table("permission denied for table x"), None);
     }
 
     #[test]

@@ -94,6 +94,14 @@ fn rediss_runs_when_the_ca_is_trusted_and_refuses_when_it_is_not() {
     let url = format!("rediss://127.0.0.1:{}/0?retention=400d", server.port);
     let (ca, stranger) = (&certs.ca, &certs.stranger);
 
+    let mut migrate = Command::new(bin());
+    migrate
+        .current_dir(dir)
+        .args(["store", "migrate", "--store", &url])
+        .stdin(Stdio::null());
+    let migrated = trusting(&mut migrate, dir, ca).output().expect("migrate");
+    assert!(migrated.status.success(), "{}", text(&migrated));
+
     let trusted = run(dir, &url, ca, "2026-03-01T02:00:00Z");
     assert!(trusted.status.success(), "{}", text(&trusted));
     assert_eq!(ran(dir), 1);

@@ -74,6 +74,69 @@ enum Store {
     Redis(redisdb::TestRedis),
 }
 
+impl Store {
+    /// `run` of job `r` for `slot` as `instance`, from `dir`, on this store (with its ledger
+    /// apart, where it needs one); stdin closed.
+    fn run(&self, dir: &std::path::Path, slot: &str, instance: &str) -> Command {
+        let mut c = Command::new(common::bin());
+        c.current_dir(dir)
+            .args(["run", "--manifest", "m.batchguard.yaml", "--job", "r"])
+            .args(["--store", &self.url()])
+            .args(
+                self.ledger_apart()
+                    .map(|l| ["--ledger", l])
+                    .into_iter()
+                    .flatten(),
+            )
+            .args(["--scheduled-at", slot, "--instance", instance])
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// The fencing counter's value (the last fence handed out).
+    fn counter(&self, dir: &std::path::Path) -> i64 {
+        let text = match self {
+            Store::Sqlite => {
+                let v: Vec<(i64,)> = common::sqlite_rows(
+                    &dir.join(".batchguard/store.db"),
+                    "SELECT value FROM batchguard_fence",
+                );
+                return v[0].0;
+            }
+            Store::Pg(db) => db.rows("SELECT last_value::text FROM batchguard_fence")[0][0].clone(),
+            Store::Mysql(db) => {
+                db.rows("SELECT CAST(value AS CHAR) FROM batchguard_fence")[0][0].clone()
+            }
+            Store::Redis(r) => r.cmd::<Option<String>>(&["GET", &format!("{}:fence:r", r.prefix)]),
+        };
+        text.and_then(|t| t.parse().ok()).unwrap_or(0)
+    }
+
+    /// Ends every lease in the store's time.
+    fn expire_leases(&self, dir: &std::path::Path) {
+        match self {
+            Store::Sqlite => {
+                let _: Vec<(String,)> = common::sqlite_rows(
+                    &dir.join(".batchguard/store.db"),
+                    "UPDATE batchguard_leases SET lease_until = 0 RETURNING key",
+                );
+            }
+            Store::Pg(db) => {
+                db.exec("UPDATE batchguard_leases SET lease_until = now() - interval '1 second'")
+            }
+            Store::Mysql(db) => db.exec("UPDATE batchguard_leases SET lease_until = 0"),
+            Store::Redis(r) => {
+                for k in r.keys().iter().filter(|k| k.contains(":lease:")) {
+                    let _: i64 = r.cmd(&["PEXPIRE", k, "1"]);
+                    while r.cmd::<i64>(&["EXISTS", k]) == 1 {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The ledger apart of the Redis race, in its working directory.
 const REDIS_LEDGER: &str = "ledger.jsonl";
 
@@ -149,7 +212,112 @@ fn racing_processes_never_hold_one_slot_twice_on_redis() {
     let Some(r) = redisdb::fresh("race") else {
         return;
     };
-    race(Store::Redis(r));
+    let store = Store::Redis(r);
+    migrate(&store);
+    race(store);
+}
+
+/// `store migrate` of a database or Redis store (SQLite needs none).
+fn migrate(store: &Store) {
+    let m = Command::new(common::bin())
+        .args(["store", "migrate", "--store", &store.url()])
+        .output()
+        .expect("migrate");
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+}
+
+#[test]
+fn racing_processes_take_consecutive_fences() {
+    consecutive(Store::Sqlite);
+}
+
+#[test]
+fn racing_processes_take_consecutive_fences_on_postgres() {
+    if let Some(db) = pgdb::fresh("fences") {
+        consecutive(Store::Pg(db));
+    }
+}
+
+#[test]
+fn racing_processes_take_consecutive_fences_on_mysql() {
+    if let Some(db) = mysqldb::fresh("fences") {
+        consecutive(Store::Mysql(db));
+    }
+}
+
+#[test]
+fn racing_processes_take_consecutive_fences_on_redis() {
+    if let Some(r) = redisdb::fresh("fences") {
+        consecutive(Store::Redis(r));
+    }
+}
+
+/// SPEC 7.1 item 16: the counter moves only when a lease is granted. Six processes race
+/// for each of four slots (one start and five skips each), then a holder dies, and the
+/// acquire that finds its slot's attempts used up dead-letters it: the fences handed out
+/// are 1, 2, 3, 4, 5 and the counter stands at 5, however many skips and refusals there were.
+fn consecutive(store: Store) {
+    if !matches!(store, Store::Sqlite) {
+        migrate(&store);
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(
+        d.join("m.batchguard.yaml"),
+        "version: 1\nservice: race\njobs:\n  - name: r\n    schedule: \"* * * * *\"\n    expected_duration: 1s\n    command: [\"sleep\", \"0.2\"]\n    lock:\n      key: \"{job}:{scheduled_at}\"\n      ttl: 60s\n    retry:\n      max_attempts: 1\n",
+    )
+    .unwrap();
+    let run = |slot: &str, instance: &str, extra: &[&str]| {
+        let mut c = store.run(d, slot, instance);
+        c.args(extra).stdout(Stdio::null()).stderr(Stdio::piped());
+        c
+    };
+    let base = jiff::Timestamp::from_second(1_772_330_400).unwrap();
+    let slot = |i: i64| {
+        base.checked_add(jiff::SignedDuration::from_mins(i))
+            .unwrap()
+            .to_string()
+    };
+    for i in 0..4 {
+        let children: Vec<Child> = (0..6)
+            .map(|p| run(&slot(i), &format!("i{p}"), &[]).spawn().expect("spawn"))
+            .collect();
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    assert_eq!(store.counter(d), 4, "skips took no fence");
+    // A holder that dies (its job kills it) leaves the slot's one attempt used.
+    let died = run(
+        &slot(4),
+        "dier",
+        &["--", "sh", "-c", "kill -9 $PPID; sleep 5"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&died.status),
+        Some(9)
+    );
+    store.expire_leases(d);
+    let o = run(&slot(4), "late", &[]).output().unwrap();
+    assert!(o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("dead-lettered (all 1 attempts were used)"),
+        "{e}"
+    );
+    assert_eq!(store.counter(d), 5, "the dead letter took no fence");
+    let mut fences: Vec<i64> = rows(&store, d)
+        .into_iter()
+        .filter(|r| r.1 == "start")
+        .map(|r| r.3.expect("a start has its fence"))
+        .collect();
+    fences.sort();
+    assert_eq!(fences, [1, 2, 3, 4, 5]);
+    let skips = rows(&store, d).iter().filter(|r| r.1 == "skip").count();
+    assert_eq!(skips, 4 * 5 + 1);
 }
 
 fn race(store: Store) {
@@ -197,24 +365,8 @@ fn race(store: Store) {
             let mut children: Vec<(usize, Child)> = Vec::new();
             for &i in chunk {
                 for p in 0..procs {
-                    let c = Command::new(&bin)
-                        .current_dir(d)
-                        .args(["run", "--manifest", "m.batchguard.yaml", "--job", "r"])
-                        .args(["--store", &url])
-                        .args(
-                            store
-                                .ledger_apart()
-                                .map(|l| ["--ledger", l])
-                                .into_iter()
-                                .flatten(),
-                        )
-                        .args([
-                            "--scheduled-at",
-                            &slot_of(i),
-                            "--instance",
-                            &format!("i{p}"),
-                        ])
-                        .stdin(Stdio::null())
+                    let c = store
+                        .run(d, &slot_of(i), &format!("i{p}"))
                         .stdout(Stdio::null())
                         .stderr(Stdio::null())
                         .spawn()

@@ -23,15 +23,22 @@ fn slot(i: i64) -> String {
 
 run_store::every_store!(Kind::Redis);
 
-/// A case on a fresh prefix; `None` when the server is unreachable outside CI.
+/// A case on a fresh prefix, its epoch written by `store migrate`; `None` when the server
+/// is unreachable outside CI.
 fn case(tag: &str, command: &str) -> Option<Case> {
-    Case::unmigrated(Kind::Redis, tag, "60s", NO_RETRY, command)
+    Case::new(Kind::Redis, tag, "60s", NO_RETRY, command)
 }
 
 #[test]
 fn a_redis_store_without_a_ledger_apart_is_refused_before_anything_runs() {
     let s0 = slot(0);
-    let Some(case) = case("noledger", r#"["touch", "ran"]"#) else {
+    let Some(case) = Case::unmigrated(
+        Kind::Redis,
+        "noledger",
+        "60s",
+        NO_RETRY,
+        r#"["touch", "ran"]"#,
+    ) else {
         return;
     };
     let r = case.db.redis();
@@ -98,49 +105,104 @@ fn a_successful_run_is_three_round_trips_and_the_acquire_is_one_script() {
 }
 
 #[test]
-fn a_fencing_counter_that_went_back_is_refused_until_it_is_moved_past() {
-    let Some(case) = case("back", r#"["touch", "ran"]"#) else {
+fn a_redis_without_its_epoch_is_refused_until_store_repair_and_the_counter_does_not_move() {
+    let Some(case) = case("epoch", r#"["touch", "ran"]"#) else {
         return;
     };
     let r = case.db.redis();
+    let fence_key = format!("{}:fence:j", r.prefix);
     ok(&case.run(&["--scheduled-at", &slot(0)]));
     ok(&case.run(&["--scheduled-at", &slot(1)]));
     let _ = std::fs::remove_file(case.path("ran"));
-    // What a restart without persistence does to the counter (and the rest of the keys).
+    // What a restart without persistence does: every key gone, the epoch too.
     for k in r.keys() {
         let _: i64 = r.cmd(&["DEL", &k]);
     }
-    let o = case.run(&["--scheduled-at", &slot(2)]);
-    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    let e = err(&o);
-    assert!(e.contains("refused the lease, so job `j` slot"), "{e}");
-    assert!(
-        e.contains("the fencing counter of job `j` went back: Redis handed out fence 1, but this host was already given fence 2"),
-        "{e}"
-    );
-    assert!(
-        e.contains(&format!(
-            "redis-cli -u '{}' SET '{}:fence:j' 1002",
-            redisdb::server_url(),
-            r.prefix
-        )),
-        "{e}"
-    );
-    assert!(e.contains(&format!("--scheduled-at {}", slot(2))), "{e}");
+    for s in [slot(0), slot(2), slot(2)] {
+        let o = case.run(&["--scheduled-at", &s]);
+        assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+        let e = err(&o);
+        assert!(e.contains("refused the lease, so job `j` slot"), "{e}");
+        assert!(e.contains("Redis has no batchguard epoch"), "{e}");
+        assert!(e.contains("batchguard store repair --store"), "{e}");
+        assert!(e.contains("--ledger SOURCE"), "{e}");
+        assert!(e.contains(&format!("--scheduled-at {s}")), "{e}");
+    }
     assert!(!case.path("ran").exists(), "the command ran");
-    assert_eq!(case.events().iter().filter(|e| e.0 == "start").count(), 2);
-    // The lease was not taken: nothing holds the slot.
     assert!(
-        r.keys().iter().all(|k| !k.contains(":lease:")),
-        "{:?}",
+        r.keys().is_empty(),
+        "a refusal wrote nothing: {:?}",
         r.keys()
     );
-    // Moved past every fence handed out, the job runs again with a fence above them.
-    let _: String = r.cmd(&["SET", &format!("{}:fence:j", r.prefix), "1002"]);
+    let st = case.bg(&["store", "status", "--store", &case.url()]);
+    ok(&st);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        text.starts_with("epoch: none: every acquire is refused until `batchguard store repair"),
+        "{text}"
+    );
+    // `store migrate` will not set up a Redis this working directory was given fences by.
+    let m = case.migrate();
+    assert_eq!(m.status.code(), Some(2), "{}", err(&m));
+    assert!(err(&m).contains("it lost its data"), "{}", err(&m));
+    // `store repair` from the ledger: the succeeded slots stay done, the fences go on.
+    let rep = case.bg(&[
+        "store",
+        "repair",
+        "--store",
+        &case.url(),
+        "--ledger",
+        "ledger.jsonl",
+    ]);
+    ok(&rep);
+    let said = String::from_utf8_lossy(&rep.stdout);
+    assert!(
+        said.contains("job j: fencing counter at 2: the next fence is 3"),
+        "{said}"
+    );
+    assert!(
+        said.contains("2 slot markers restored (2 succeeded, 0 dead-lettered)"),
+        "{said}"
+    );
+    let st = case.bg(&["store", "status", "--store", &case.url()]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(text.starts_with("epoch: repair "), "{text}");
+    let o = case.run(&["--scheduled-at", &slot(0)]);
+    ok(&o);
+    assert!(err(&o).contains("already succeeded"), "{}", err(&o));
     ok(&case.run(&["--scheduled-at", &slot(2)]));
     assert!(case.path("ran").exists());
     let last = case.events().into_iter().rfind(|e| e.0 == "start").unwrap();
-    assert_eq!(last.2, Some(1003));
+    assert_eq!(last.2, Some(3));
+
+    // A failover to a replica that kept the epoch but lagged: the counter is below what
+    // this working directory was given. Refused without moving it, and the epoch is
+    // deleted, so every host stops until `store repair`.
+    let _: String = r.cmd(&["SET", &fence_key, "1"]);
+    let o = case.run(&["--scheduled-at", &slot(3)]);
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("the fencing counter of job `j` went back: Redis would hand out fence 2, but this working directory was already given fence 3"),
+        "{e}"
+    );
+    assert_eq!(
+        r.cmd::<String>(&["GET", &fence_key]),
+        "1",
+        "the counter did not move"
+    );
+    assert_eq!(r.cmd::<i64>(&["EXISTS", &format!("{}:epoch", r.prefix)]), 0);
+    ok(&case.bg(&[
+        "store",
+        "repair",
+        "--store",
+        &case.url(),
+        "--ledger",
+        "ledger.jsonl",
+    ]));
+    ok(&case.run(&["--scheduled-at", &slot(3)]));
+    let last = case.events().into_iter().rfind(|e| e.0 == "start").unwrap();
+    assert_eq!(last.2, Some(4));
 }
 
 #[test]
@@ -207,7 +269,7 @@ fn a_mysql_ledger_apart_takes_what_a_redis_store_guarded() {
 
 #[test]
 fn watch_and_metrics_list_the_leases_held_and_not_the_expired_ones() {
-    let Some(case) = Case::unmigrated(Kind::Redis, "leases", "10m", NO_RETRY, r#"["true"]"#) else {
+    let Some(case) = Case::new(Kind::Redis, "leases", "10m", NO_RETRY, r#"["true"]"#) else {
         return;
     };
     let Some(other) = redisdb::fresh("leases_other") else {

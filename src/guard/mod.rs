@@ -108,11 +108,11 @@ fn replay_with(opts: &Options, plan: Option<&Plan>, slot: Option<Timestamp>, mor
         shell_quote(&opts.manifest.display().to_string()),
         shell_quote(&opts.job)
     );
-    let url = plan.map(|p| p.store.as_str()).or(opts.store.as_deref());
-    if let Some(url) = url.filter(|u| *u != store::DEFAULT_URL) {
-        s.push_str(&format!(" --store '{}'", crate::db::mask(url)));
+    let raw = plan.map(|p| p.store.raw()).or(opts.store.as_deref());
+    if let Some(p) = plan.filter(|p| p.store.raw() != store::DEFAULT_URL) {
+        s.push_str(&format!(" --store '{}'", p.store));
     }
-    if let Some(l) = opts.ledger.as_ref().filter(|l| Some(l.as_str()) != url) {
+    if let Some(l) = opts.ledger.as_ref().filter(|l| Some(l.as_str()) != raw) {
         s.push_str(&format!(" --ledger '{}'", crate::db::mask(l)));
     }
     s.push_str(&format!(" --scheduled-at {slot}{more}"));
@@ -155,16 +155,13 @@ fn unreachable(
     e: &store::StoreError,
 ) -> String {
     let shown = slot.map_or_else(|| "the current slot".to_owned(), store::rfc3339);
-    let (what, why) = match e.refusal() {
-        Some(why) => ("refused the lease", why),
-        None => ("is unreachable", e.0.as_str()),
-    };
+    let (what, why) = (e.kind().says(), e.0.as_str());
     format!(
         "the store {} ({}) {what}, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
-        crate::db::mask(&plan.store),
+        plan.store,
         plan.store_from,
         opts.job,
-        crate::db::scrub(&plan.store, why.to_owned()),
+        plan.store.scrub(why.to_owned()),
         replay_line(opts, Some(plan), slot)
     )
 }
@@ -246,7 +243,7 @@ fn guarded(
         link,
     };
     // Leftovers first: spooled writes, and outputs of runs that died.
-    if let Err(e) = catch_up(g.st.as_mut(), &plan.store) {
+    if let Err(e) = catch_up(g.st.as_mut(), plan.store.raw()) {
         eprintln!("batchguard run: note: cannot write the spool yet: {e}");
     }
     let (slot, behind) = match g.slots() {
@@ -468,7 +465,7 @@ impl Guard<'_> {
         if opts.drill.barrier && trigger != Trigger::Retry {
             barrier();
         }
-        let kind = plan::store_kind(&plan.store).unwrap_or("store");
+        let kind = plan.store.kind().as_str();
         let mut start = plan.event(run_id, slot, "start", trigger.as_str(), None);
         start.snapshot_digest = digest;
         start.detail = Some(format!("store: {kind}"));
@@ -519,7 +516,7 @@ impl Guard<'_> {
         why: store::Refusal,
     ) -> Acquire {
         let plan = self.plan;
-        let kind = plan::store_kind(&plan.store).unwrap_or("store");
+        let kind = plan.store.kind().as_str();
         let reason = why.to_string();
         let detail = format!("{reason}; store: {kind}");
         eprintln!(
@@ -566,7 +563,7 @@ impl Guard<'_> {
         let outputs_path = run_dir.join("outputs");
         let error_path = run_dir.join("error");
         let meta = self.apart.as_ref().map(|a| RunMeta {
-            store: plan.store.clone(),
+            store: plan.store.raw().to_owned(),
             ledger: a.src.clone(),
             job: plan.ledger_job.clone(),
             scheduled_at: slot,
@@ -919,7 +916,7 @@ struct Apart {
 
 impl Apart {
     fn new(opts: &Options, plan: &Plan) -> Option<Apart> {
-        let src = opts.ledger.as_ref().filter(|l| **l != plan.store)?;
+        let src = opts.ledger.as_ref().filter(|l| *l != plan.store.raw())?;
         Some(Apart {
             src: src.clone(),
             ledger: None,

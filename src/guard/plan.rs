@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct Plan {
     pub job_name: String,
     /// The store this run uses, resolved (SPEC 7.1 item 13), and where it came from.
-    pub store: String,
+    pub store: store::StoreUrl,
     pub store_from: String,
     /// The job as the ledger names it.
     pub ledger_job: String,
@@ -62,21 +62,6 @@ fn run_settings(opts: &Options) -> Result<Option<crate::config::Settings>, Strin
         .map_err(|e| format!("{}: {}", path.display(), e.message))
 }
 
-/// The kind of store a URL names, in the words of the manifest's `lock.store`.
-pub fn store_kind(url: &str) -> Option<&'static str> {
-    if url.starts_with("sqlite:") {
-        Some("sqlite")
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Some("postgres")
-    } else if url.starts_with("mysql://") {
-        Some("mysql")
-    } else if store::is_redis(url) {
-        Some("redis")
-    } else {
-        None
-    }
-}
-
 /// Which store (SPEC 7.1 item 13): `--store`, else `BATCHGUARD_STORE`, else `[run] store`,
 /// else the local SQLite file, but that only for a job whose `lock.store` is `sqlite` or
 /// absent: a job that declares a shared store never falls back to a per-host lock, which is
@@ -88,7 +73,7 @@ pub fn choose_store(
     config: Option<(String, PathBuf)>,
     lock: Option<&str>,
     job: &str,
-) -> Result<(String, String), String> {
+) -> Result<(store::StoreUrl, String), String> {
     let given = flag
         .map(|f| (f.to_owned(), "--store".to_owned()))
         .or_else(|| {
@@ -98,25 +83,22 @@ pub fn choose_store(
         .or_else(|| config.map(|(u, p)| (u, format!("[run] store in {}", p.display()))));
     let Some((url, from)) = given else {
         return match lock {
-            None | Some("sqlite") => Ok((store::DEFAULT_URL.to_owned(), "the default".to_owned())),
+            None | Some("sqlite") => store::StoreUrl::parse(store::DEFAULT_URL)
+                .map(|u| (u, "the default".to_owned()))
+                .map_err(|e| e.to_string()),
             Some(kind) => Err(format!(
                 "job `{job}` keeps its lock in {kind} (`lock.store: {kind}`), and no store URL was given: `run` never falls back to a local file for it, since every host would take its own lock and run the slot. Give the URL with --store URL, the BATCHGUARD_STORE environment variable, or `store = \"…\"` under [run] in batchguard.toml"
             )),
         };
     };
-    let Some(kind) = store_kind(&url) else {
-        return Err(format!(
-            "`{}` ({from}) is not a store URL: give sqlite:PATH, postgres://…, mysql://…, redis://… or rediss://…",
-            crate::db::mask(&url)
-        ));
-    };
+    let url = store::StoreUrl::parse(&url).map_err(|e| format!("{e} (from {from})"))?;
+    let kind = url.kind().as_str();
     if let Some(l) = lock
         && l != "other"
         && l != kind
     {
         return Err(format!(
-            "job `{job}` declares `lock.store: {l}`, but the store {} ({from}) is {kind}: every instance of a job must lock in the one store the manifest names; give a {l} URL",
-            crate::db::mask(&url)
+            "job `{job}` declares `lock.store: {l}`, but the store {url} ({from}) is {kind}: every instance of a job must lock in the one store the manifest names; give a {l} URL"
         ));
     }
     Ok((url, from))
@@ -305,10 +287,9 @@ fn steps(opts: &Options, code: &mut &'static str) -> Result<Plan, String> {
     let lock_store = lock.store.value().map(|k| k.as_str());
     let (store_url, store_from) = if opts.drill.snapshot.is_some() {
         // A drill's sandbox store is SQLite whatever the job's production store is.
+        let url = opts.store.as_deref().unwrap_or(store::DEFAULT_URL);
         (
-            opts.store
-                .clone()
-                .unwrap_or_else(|| store::DEFAULT_URL.into()),
+            store::StoreUrl::parse(url).map_err(|e| format!("--store {e}"))?,
             "--store".to_owned(),
         )
     } else {
@@ -326,7 +307,7 @@ fn steps(opts: &Options, code: &mut &'static str) -> Result<Plan, String> {
     };
     *code = "E_RUN";
     if let Some(l) = &opts.ledger
-        && l != &store_url
+        && l != store_url.raw()
         && !store::ledger::is_writable_source(l)
     {
         return Err(format!(
@@ -334,10 +315,10 @@ fn steps(opts: &Options, code: &mut &'static str) -> Result<Plan, String> {
             crate::db::mask(l)
         ));
     }
-    if store::is_redis(&store_url) && opts.ledger.as_ref().is_none_or(|l| l == &store_url) {
+    if !store_url.kind().keeps_ledger() && opts.ledger.as_ref().is_none_or(|l| l == store_url.raw())
+    {
         return Err(format!(
-            "the store {} ({store_from}) is Redis, which keeps no ledger: give --ledger SOURCE (sqlite:PATH, postgres://…, mysql://… or a path.jsonl file) so `audit` can read what ran",
-            crate::db::mask(&store_url)
+            "the store {store_url} ({store_from}) is Redis, which keeps no ledger: give --ledger SOURCE (sqlite:PATH, postgres://…, mysql://… or a path.jsonl file) so `audit` can read what ran"
         ));
     }
     let retry = job.retry.value().cloned().unwrap_or_default();

@@ -316,6 +316,10 @@ impl Live {
             Err(ManifestError::NotEvaluable(e)) => return Err(LiveError::Manifest(Box::new(e))),
         };
         let limits = limits(&paths, &jobs);
+        // A store that is no store URL is said so, before it is read as a ledger.
+        if let Some(url) = &o.store {
+            crate::store::StoreUrl::parse(url).map_err(|e| cannot(format!("--store {e}")))?;
+        }
         let ledger = Source::parse(&o.ledger).map_err(|e| cannot(e.0))?;
         let outputs = match &o.outputs {
             Some(s) => Some(Source::parse(s).map_err(|e| cannot(e.0))?),
@@ -482,7 +486,8 @@ fn open_store(url: &str) -> Result<Box<dyn Store>, String> {
             ));
         }
     }
-    crate::store::open(url).map_err(|e| e.0)
+    let url = crate::store::StoreUrl::parse(url).map_err(|e| format!("--store {e}"))?;
+    crate::store::open(&url).map_err(|e| e.0)
 }
 
 /// Each kept manifest job's thresholds, by the name the audit shows it with.

@@ -285,7 +285,8 @@ DEALLOCATE PREPARE bg_create",
             lit(&rec.report_digest),
         ));
     }
-    let mut st = super::mysql::MysqlStore::open(url).map_err(|e| e.0)?;
+    let url = super::StoreUrl::parse(url).map_err(|e| e.to_string())?;
+    let mut st = super::mysql::MysqlStore::open(&url).map_err(|e| e.0)?;
     st.execute(sql, what).map_err(|e| e.0)?;
     Ok(true)
 }

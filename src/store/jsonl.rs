@@ -138,7 +138,7 @@ impl Drop for Flock<'_> {
 impl Ledger for JsonlLedger {
     fn write(&mut self, batch: &Batch) -> Result<(), StoreError> {
         let fail = |p: &Path, e: std::io::Error| {
-            StoreError(format!("cannot append to ledger file {}: {e}", p.display()))
+            StoreError::failed(format!("cannot append to ledger file {}: {e}", p.display()))
         };
         let ev = open_append(&self.events).map_err(|e| fail(&self.events, e))?;
         let lock = Flock::take(&ev).map_err(|e| fail(&self.events, e))?;

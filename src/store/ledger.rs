@@ -2,7 +2,7 @@
 //! with `--ledger SOURCE`, a ledger apart from the store: a JSONL file or another SQL
 //! database. The lease decisions stay in the store either way.
 
-use super::{EventRow, OutputRow, StoreError};
+use super::{EventRow, OutputRow, StoreError, StoreKind, StoreUrl};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -54,30 +54,23 @@ pub fn is_writable_source(src: &str) -> bool {
 /// Opens a ledger apart from the store. A SQLite file gets the ledger tables only (not the
 /// store's); a PostgreSQL or MySQL database needs them from `batchguard store migrate`.
 pub fn open(src: &str) -> Result<Box<dyn Ledger>, StoreError> {
-    if let Some(path) = src.strip_prefix("sqlite:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
-        if path.is_empty() {
-            return Err(StoreError(
-                "`sqlite:` needs a file path (sqlite:PATH)".into(),
-            ));
-        }
-        return Ok(Box::new(super::sqlite::SqliteStore::open_ledger(
-            std::path::Path::new(path),
-        )?));
-    }
-    if src.starts_with("postgres://") || src.starts_with("postgresql://") {
-        return Ok(Box::new(super::postgres::PgStore::open(src)?));
-    }
-    if src.starts_with("mysql://") {
-        return Ok(Box::new(super::mysql::MysqlStore::open(src)?));
-    }
     if super::jsonl::is_jsonl_path(src) {
         return Ok(Box::new(super::jsonl::JsonlLedger::new(
             std::path::Path::new(src),
         )));
     }
-    Err(StoreError(format!(
-        "`{}` is not a ledger `run` can write: sqlite:PATH, postgres://…, mysql://… or a path.jsonl / path.ndjson file",
-        crate::db::mask(src)
-    )))
+    let url = StoreUrl::parse(src)
+        .ok()
+        .filter(|u| u.kind().keeps_ledger());
+    match url.as_ref().map(|u| (u, u.kind())) {
+        Some((u, StoreKind::Sqlite)) => Ok(Box::new(super::sqlite::SqliteStore::open_ledger(
+            u.sqlite_path().unwrap_or(std::path::Path::new("")),
+        )?)),
+        Some((u, StoreKind::Postgres)) => Ok(Box::new(super::postgres::PgStore::open(u)?)),
+        Some((u, StoreKind::Mysql)) => Ok(Box::new(super::mysql::MysqlStore::open(u)?)),
+        _ => Err(StoreError::bad_url(format!(
+            "`{}` is not a ledger `run` can write: sqlite:PATH, postgres://…, mysql://… or a path.jsonl / path.ndjson file",
+            crate::db::mask(src)
+        ))),
+    }
 }

@@ -13,35 +13,92 @@ pub mod ledger;
 pub mod mysql;
 pub mod postgres;
 pub mod redis;
+pub mod repair;
 pub mod spool;
 pub mod sqlite;
+pub mod url;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+pub use url::{StoreKind, StoreUrl};
 
 /// The default store: beside the working directory, so every process of a host shares it.
 pub const DEFAULT_URL: &str = "sqlite:.batchguard/store.db";
 
-/// Why the store could not do what was asked.
+/// Why the store could not do what was asked: the message (password masked, the
+/// server's own source locations left out) and what kind of problem it is, so `run` can
+/// choose its words and exit code and `store` its exit code.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct StoreError(pub String);
+pub struct StoreError(pub String, pub ErrorKind);
 
-/// How a [`StoreError::refused`] message starts.
-const REFUSED: &str = "refused: ";
+/// What went wrong with a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The string is not a store URL (or a ledger `run` can write): a usage error.
+    BadUrl,
+    /// No connection, or no answer in time.
+    Unreachable,
+    /// The database answers but has no batchguard tables (or not all of them): the
+    /// message names the missing table and `batchguard store migrate`.
+    NotMigrated,
+    /// The store answered, but its state cannot be trusted to lease (a fencing counter
+    /// that went back, a Redis that lost its data, a slot older than its markers).
+    Refused,
+    /// The store answered with an error of its own (a permission, a constraint).
+    Failed,
+}
+
+impl ErrorKind {
+    /// How `run` says it: "the store {says}, so job … did not run".
+    pub fn says(self) -> &'static str {
+        match self {
+            ErrorKind::BadUrl => "is not a store URL",
+            ErrorKind::Unreachable => "is unreachable",
+            ErrorKind::NotMigrated => "has no batchguard tables",
+            ErrorKind::Refused => "refused the lease",
+            ErrorKind::Failed => "answered with an error",
+        }
+    }
+}
 
 impl StoreError {
-    /// The store answered, but its state cannot be trusted to lease (a fencing counter
-    /// that went back, a slot older than its markers): `run` says so rather than
-    /// "unreachable".
+    /// An error of the store's own (see [`ErrorKind::Failed`]).
+    pub fn failed(message: String) -> StoreError {
+        StoreError(message, ErrorKind::Failed)
+    }
+
+    pub fn unreachable(message: String) -> StoreError {
+        StoreError(message, ErrorKind::Unreachable)
+    }
+
+    pub fn not_migrated(message: String) -> StoreError {
+        StoreError(message, ErrorKind::NotMigrated)
+    }
+
+    pub fn bad_url(message: String) -> StoreError {
+        StoreError(message, ErrorKind::BadUrl)
+    }
+
+    /// See [`ErrorKind::Refused`].
     pub fn refused(message: String) -> StoreError {
-        StoreError(format!("{REFUSED}{message}"))
+        StoreError(message, ErrorKind::Refused)
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.1
     }
 
     /// The message of a [`StoreError::refused`], or `None` for any other error.
     pub fn refusal(&self) -> Option<&str> {
-        self.0.strip_prefix(REFUSED)
+        (self.1 == ErrorKind::Refused).then_some(self.0.as_str())
+    }
+}
+
+impl From<url::UrlError> for StoreError {
+    fn from(e: url::UrlError) -> StoreError {
+        StoreError::bad_url(e.to_string())
     }
 }
 
@@ -281,51 +338,79 @@ pub trait Store {
     /// clock at the read. A store that cannot list them says so; `watch` and `metrics`
     /// then show the ledger's view only.
     fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
-        Err(StoreError(
+        Err(StoreError::failed(
             "this store does not list its leases, so live leases are not shown".into(),
         ))
     }
 }
 
 /// Opens the store a URL names, creating a SQLite file and its tables on first use (a
-/// PostgreSQL store's tables come from `store migrate` only).
-pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
+/// PostgreSQL or MySQL store's tables come from `store migrate` only).
+pub fn open(url: &StoreUrl) -> Result<Box<dyn Store>, StoreError> {
     open_with(url, false)
 }
 
 /// `migrate`: create or upgrade the tables whatever the store says its version is.
-pub fn open_with(url: &str, migrate: bool) -> Result<Box<dyn Store>, StoreError> {
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
-        if path.is_empty() {
-            return Err(StoreError(
-                "`sqlite:` needs a file path (sqlite:PATH)".into(),
-            ));
-        }
-        return Ok(Box::new(sqlite::SqliteStore::open_with(
-            std::path::Path::new(path),
-            migrate,
-        )?));
-    }
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Box::new(postgres::PgStore::open_with(url, migrate)?));
-    }
-    if is_redis(url) {
-        // Redis has no tables: `migrate` only proves it answers.
-        return Ok(Box::new(redis::RedisStore::open(url)?));
-    }
-    if url.starts_with("mysql://") {
-        return Ok(Box::new(mysql::MysqlStore::open_with(url, migrate)?));
-    }
-    Err(StoreError(format!(
-        "`{}` is not a store URL this batchguard supports (sqlite:PATH, postgres://…, mysql://…, redis://… or rediss://…)",
-        crate::db::mask(url)
-    )))
+pub fn open_with(url: &StoreUrl, migrate: bool) -> Result<Box<dyn Store>, StoreError> {
+    Ok(match url.conn() {
+        url::Conn::Sqlite(path) => Box::new(sqlite::SqliteStore::open_with(path, migrate)?),
+        url::Conn::Postgres(_) => Box::new(postgres::PgStore::open_with(url, migrate)?),
+        url::Conn::Mysql(_) => Box::new(mysql::MysqlStore::open_with(url, migrate)?),
+        // Redis has no tables: its `migrate` is [`migrate`]'s epoch.
+        url::Conn::Redis(_) => Box::new(redis::RedisStore::open(url)?),
+    })
 }
 
-/// `redis://…` or `rediss://…`: a store that keeps no ledger of its own.
-pub fn is_redis(url: &str) -> bool {
-    url.starts_with("redis://") || url.starts_with("rediss://")
+/// `store migrate`: a database's tables created (or upgraded), a Redis's epoch written;
+/// the answer says what was done, so a first migrate never reads "current".
+pub fn migrate(url: &StoreUrl) -> Result<String, StoreError> {
+    let shown = url.shown();
+    let (before, after) = match url.conn() {
+        url::Conn::Redis(_) => return redis::RedisStore::open(url)?.migrate(),
+        url::Conn::Sqlite(path) => {
+            let before = sqlite::SqliteStore::tables_of(path)?;
+            sqlite::SqliteStore::open_with(path, true)?;
+            drills::migrate(url.raw()).map_err(StoreError::failed)?;
+            (before, sqlite::SqliteStore::tables_of(path)?)
+        }
+        url::Conn::Postgres(_) => {
+            let mut st = postgres::PgStore::open(url)?;
+            let before = st.tables()?;
+            st.migrate()?;
+            drills::migrate(url.raw()).map_err(StoreError::failed)?;
+            (before, st.tables()?)
+        }
+        url::Conn::Mysql(_) => {
+            let mut st = mysql::MysqlStore::open(url)?;
+            let before = st.tables()?;
+            st.migrate()?;
+            drills::migrate(url.raw()).map_err(StoreError::failed)?;
+            (before, st.tables()?)
+        }
+    };
+    let created: Vec<&String> = after.iter().filter(|t| !before.contains(t)).collect();
+    Ok(if created.is_empty() {
+        format!(
+            "{shown}: tables are current ({}); nothing to create",
+            after.join(", ")
+        )
+    } else {
+        let names: Vec<&str> = created.iter().map(|t| t.as_str()).collect();
+        format!("{shown}: created {}", names.join(", "))
+    })
+}
+
+/// An unmigrated database: which table is missing, and the command that creates them.
+pub(crate) fn not_migrated(url: &StoreUrl, table: Option<String>) -> StoreError {
+    let missing = table.map_or_else(
+        || "a batchguard table is missing".to_owned(),
+        |t| format!("table `{t}` is missing"),
+    );
+    StoreError::not_migrated(format!(
+        "{}: {missing}: this database has no batchguard tables yet (or not all of them); create them with `batchguard store migrate --store '{}'`",
+        url.shown(),
+        url.shown()
+    ))
 }
 
 /// Microseconds since the epoch (the lease columns' unit).

@@ -20,14 +20,14 @@
 //! fractional digits so text order is time order.
 
 use super::ledger::{Batch, Ledger};
+use super::url::Conn;
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, StoreUrl, Unfinished,
 };
 use jiff::Timestamp;
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
+use sqlx::mysql::MySqlConnection;
 use sqlx::{AssertSqlSafe, ConnectOptions, Row};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// The DDL `store migrate` runs: the ledger tables and the store's own.
@@ -53,6 +53,7 @@ const DEADLOCKS: [u16; 2] = [1213, 1467];
 pub struct MysqlStore {
     rt: tokio::runtime::Runtime,
     conn: MySqlConnection,
+    url: StoreUrl,
     shown: String,
     /// The database's clock at the last answer, and when (monotonic) it arrived.
     clock: Option<(Timestamp, Instant)>,
@@ -338,21 +339,20 @@ pub(super) fn ddl_statements(ddl: &str) -> Vec<String> {
 }
 
 impl MysqlStore {
-    pub fn open(url: &str) -> Result<MysqlStore, StoreError> {
+    pub fn open(url: &StoreUrl) -> Result<MysqlStore, StoreError> {
         Self::open_with(url, false)
     }
 
     /// `migrate`: create the tables (idempotent) before anything else.
-    pub fn open_with(url: &str, migrate: bool) -> Result<MysqlStore, StoreError> {
-        let shown = crate::db::mask(url);
-        let rt = crate::db::runtime().map_err(StoreError)?;
-        let options = MySqlConnectOptions::from_str(url)
-            .map_err(|e| {
-                StoreError(format!(
-                    "{shown}: not a MySQL URL: {}",
-                    crate::db::scrub(url, e.to_string())
-                ))
-            })?
+    pub fn open_with(url: &StoreUrl, migrate: bool) -> Result<MysqlStore, StoreError> {
+        let shown = url.shown().to_owned();
+        let rt = crate::db::runtime().map_err(StoreError::failed)?;
+        let Conn::Mysql(options) = url.conn() else {
+            return Err(StoreError::bad_url(format!("{shown}: not a MySQL URL")));
+        };
+        let options = options
+            .as_ref()
+            .clone()
             .pipes_as_concat(false)
             .no_engine_substitution(false)
             .timezone(None)
@@ -361,11 +361,11 @@ impl MysqlStore {
         let conn = rt.block_on(async {
             match tokio::time::timeout(crate::db::CONNECT_TIMEOUT, options.connect()).await {
                 Ok(Ok(c)) => Ok(c),
-                Ok(Err(e)) => Err(StoreError(format!(
+                Ok(Err(e)) => Err(StoreError::unreachable(format!(
                     "{shown}: cannot connect: {}",
-                    crate::db::scrub(url, e.to_string())
+                    url.scrub(crate::db::driver_message(&e))
                 ))),
-                Err(_) => Err(StoreError(format!(
+                Err(_) => Err(StoreError::unreachable(format!(
                     "{shown}: cannot connect: no answer within {} s",
                     crate::db::CONNECT_TIMEOUT.as_secs()
                 ))),
@@ -374,6 +374,7 @@ impl MysqlStore {
         let mut st = MysqlStore {
             rt,
             conn,
+            url: url.clone(),
             shown,
             clock: None,
         };
@@ -383,9 +384,46 @@ impl MysqlStore {
         Ok(st)
     }
 
+    /// The batchguard tables this database has (`store migrate` says which it created).
+    pub fn tables(&mut self) -> Result<Vec<String>, StoreError> {
+        let rows = self.query(
+            "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name LIKE 'batchguard\\_%' ORDER BY 1"
+                .into(),
+            "cannot list the tables",
+        )?;
+        Ok(super::repair::first_column(rows))
+    }
+
+    /// The highest fence per job in the ledger tables.
+    pub fn max_fences(&mut self) -> Result<std::collections::BTreeMap<String, i64>, StoreError> {
+        let rows = self.query(
+            "SELECT job, CAST(max(fence) AS CHAR) FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job".into(),
+            "cannot read the fences",
+        )?;
+        Ok(super::repair::fences_of_rows(rows))
+    }
+
+    /// Moves the fencing counter past `fence` (never back); answers its next value.
+    pub fn raise_fence(&mut self, fence: i64) -> Result<i64, StoreError> {
+        let rows = self.query(
+            format!(
+                "START TRANSACTION;
+UPDATE batchguard_fence SET value = GREATEST(value, {fence}) WHERE id = 1;
+COMMIT;
+SELECT CAST(value + 1 AS CHAR) FROM batchguard_fence WHERE id = 1"
+            ),
+            "cannot move the fencing counter",
+        )?;
+        rows.last()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|v| v.parse::<i64>().ok())
+            .ok_or_else(|| self.unexpected("cannot move the fencing counter"))
+    }
+
     /// The DDL, statement by statement (MySQL commits each DDL statement), under a named
     /// lock so two migrates do not interleave.
-    fn migrate(&mut self) -> Result<(), StoreError> {
+    pub fn migrate(&mut self) -> Result<(), StoreError> {
         const WHAT: &str = "cannot create the tables";
         let got = self.query(
             "SELECT CAST(GET_LOCK('batchguard_migrate', 60) AS CHAR)".into(),
@@ -397,7 +435,7 @@ impl MysqlStore {
             .as_deref()
             != Some("1")
         {
-            return Err(StoreError(format!(
+            return Err(StoreError::failed(format!(
                 "{}: {WHAT}: another `store migrate` holds the lock",
                 self.shown
             )));
@@ -473,20 +511,27 @@ impl MysqlStore {
                         tries += 1;
                         continue;
                     }
-                    // ER_NO_SUCH_TABLE.
-                    let missing = number == Some(1146);
-                    let hint = if missing {
-                        format!(
-                            "; this database has no batchguard tables yet: create them with `batchguard store migrate --store '{}'`",
+                    let message = self.url.scrub(crate::db::driver_message(&e));
+                    if crate::db::is_connection_error(&e) {
+                        return Err(StoreError::unreachable(format!(
+                            "{}: {what}: {message}",
                             self.shown
-                        )
-                    } else {
-                        String::new()
-                    };
-                    return Err(StoreError(format!("{}: {what}: {e}{hint}", self.shown)));
+                        )));
+                    }
+                    // ER_NO_SUCH_TABLE.
+                    if number == Some(1146) {
+                        return Err(super::not_migrated(
+                            &self.url,
+                            crate::db::missing_table(&message),
+                        ));
+                    }
+                    return Err(StoreError::failed(format!(
+                        "{}: {what}: {message}",
+                        self.shown
+                    )));
                 }
                 Err(None) => {
-                    return Err(StoreError(format!(
+                    return Err(StoreError::unreachable(format!(
                         "{}: {what}: no answer within {} s",
                         self.shown,
                         QUERY_TIMEOUT.as_secs()
@@ -540,7 +585,7 @@ impl MysqlStore {
     }
 
     fn unexpected(&self, what: &str) -> StoreError {
-        StoreError(format!("{}: {what}: unexpected answer", self.shown))
+        StoreError::failed(format!("{}: {what}: unexpected answer", self.shown))
     }
 
     /// `sql` (statements, no answer wanted) in one round trip, for the drill records.

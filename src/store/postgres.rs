@@ -17,14 +17,14 @@
 //! `batchguard store migrate` (DDL on a shared database is the operator's decision).
 
 use super::ledger::{Batch, Ledger};
+use super::url::Conn;
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished, rfc3339,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, StoreUrl, Unfinished, rfc3339,
 };
 use jiff::Timestamp;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, ConnectOptions, Row};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// The DDL `store migrate` runs: the ledger tables and the store's own.
@@ -42,6 +42,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct PgStore {
     rt: tokio::runtime::Runtime,
     conn: PgConnection,
+    url: StoreUrl,
     shown: String,
     /// The database's clock at the last answer, and when (monotonic) it arrived.
     clock: Option<(Timestamp, Instant)>,
@@ -117,9 +118,13 @@ const LEASE_COLUMNS: [&str; 8] = [
     "state",
 ];
 
-/// The acquire: one statement. It reads the slot, takes a fence from the counter, upserts
-/// the lease when it is free in database time, counts the attempt and writes `start` (or,
-/// when every attempt is used, dead-letters the slot), and answers with what it found.
+/// The acquire: two statements in one `Query` message, so one round trip and one
+/// transaction (the simple protocol runs a message's statements as one). The first reads
+/// the slot, upserts the lease when it is free in database time, counts the attempt (or,
+/// when every attempt is used, dead-letters the slot), and answers with what it found. The
+/// second gives the lease this run won its fence from the sequence and writes `start`:
+/// only a granted lease draws a number, so fences are consecutive however many processes
+/// contend (a `nextval` in the upsert's row would be drawn by every contender).
 ///
 /// The upsert always takes the `DO UPDATE` branch on a conflict, writing the row back
 /// unchanged when the lease is not free: so `RETURNING` names the holder that won, even one
@@ -142,7 +147,7 @@ fn acquire_sql(req: &AcquireRequest) -> String {
     );
     let l = "batchguard_leases";
     let free = format!(
-        "(({l}.lease_until <= now() OR {l}.state <> 'held') AND {l}.fence < EXCLUDED.fence \
+        "(({l}.lease_until <= now() OR {l}.state <> 'held') \
          AND NOT ({l}.job = EXCLUDED.job AND {l}.scheduled_at = EXCLUDED.scheduled_at \
          AND ({l}.state = 'succeeded' OR ({l}.state = 'dead_lettered' AND NOT {manual}))))"
     );
@@ -161,7 +166,7 @@ fn acquire_sql(req: &AcquireRequest) -> String {
          COALESCE((SELECT attempts FROM slot), 0) AS used
 ), lease AS (
   INSERT INTO {l} (key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state)
-  SELECT {k}, {j}, {s}, {h}, {r}, nextval('batchguard_fence'), now(),
+  SELECT {k}, {j}, {s}, {h}, {r}, 0, now(),
          CASE WHEN x.exhausted THEN now() ELSE now() + interval '{ttl} seconds' END,
          CASE WHEN x.exhausted THEN 'dead_lettered' ELSE 'held' END
   FROM (SELECT gate.open, ({max} IS NOT NULL AND NOT {manual} AND gate.used >= {max}) AS exhausted FROM gate) x
@@ -181,9 +186,6 @@ fn acquire_sql(req: &AcquireRequest) -> String {
   RETURNING attempts
 ), ev AS (
   INSERT INTO batchguard_events ({EVENT_COLUMNS})
-  SELECT {r}, {j}, {s}, 'start', now(), {inst}, slot_up.attempts, {status}, {code}, {digest}, {trig}, lease.fence, {detail}
-  FROM lease, slot_up WHERE {ledger}
-  UNION ALL
   SELECT {r}, {j}, {s}, 'dead_letter', now(), {inst}, NULLIF(gate.used, 0), NULL::text, 'ATTEMPTS_EXHAUSTED', NULL::text, {trig}, NULL::bigint,
          'all ' || gate.used || ' attempts were used; the last one never reported an end'
   FROM lease, gate WHERE lease.won AND lease.state = 'dead_lettered' AND {ledger}
@@ -192,7 +194,17 @@ fn acquire_sql(req: &AcquireRequest) -> String {
 SELECT (SELECT won::text FROM lease), (SELECT holder FROM lease), (SELECT run_id FROM lease),
        (SELECT fence::text FROM lease), (SELECT state FROM lease), (SELECT {until} FROM lease),
        (SELECT attempts::text FROM slot_up), (SELECT state FROM slot), (SELECT run_id FROM slot),
-       (SELECT used::text FROM gate), {now}",
+       (SELECT used::text FROM gate), {now};
+WITH f AS (
+  UPDATE {l} SET fence = nextval('batchguard_fence')
+  WHERE key = {k} AND run_id = {r} AND state = 'held'
+  RETURNING fence
+), ev AS (
+  INSERT INTO batchguard_events ({EVENT_COLUMNS})
+  SELECT {r}, {j}, {s}, 'start', now(), {inst}, sl.attempts, {status}, {code}, {digest}, {trig}, f.fence, {detail}
+  FROM f, batchguard_slots sl WHERE sl.job = {j} AND sl.scheduled_at = {s} AND {ledger}
+)
+SELECT (SELECT fence::text FROM f), {now}",
         h = lit(&req.holder),
         ledger = req.ledger,
         set = set.join(",\n    "),
@@ -327,23 +339,28 @@ fn secs_until(until_us: Option<&str>, now: Timestamp) -> i64 {
 type Rows = Vec<Vec<Option<String>>>;
 
 impl PgStore {
-    pub fn open(url: &str) -> Result<PgStore, StoreError> {
+    pub fn open(url: &StoreUrl) -> Result<PgStore, StoreError> {
         Self::open_with(url, false)
     }
 
     /// `migrate`: create the tables (idempotent) before anything else.
-    pub fn open_with(url: &str, migrate: bool) -> Result<PgStore, StoreError> {
-        let shown = crate::db::mask(url);
-        let rt = crate::db::runtime().map_err(StoreError)?;
-        let options = PgConnectOptions::from_str(url)
-            .map_err(|e| StoreError(format!("{shown}: not a PostgreSQL URL: {e}")))?
-            .application_name("batchguard")
-            .disable_statement_logging();
+    pub fn open_with(url: &StoreUrl, migrate: bool) -> Result<PgStore, StoreError> {
+        let shown = url.shown().to_owned();
+        let rt = crate::db::runtime().map_err(StoreError::failed)?;
+        let Conn::Postgres(options) = url.conn() else {
+            return Err(StoreError::bad_url(format!(
+                "{shown}: not a PostgreSQL URL"
+            )));
+        };
+        let options = options.as_ref().clone().disable_statement_logging();
         let conn = rt.block_on(async {
             match tokio::time::timeout(crate::db::CONNECT_TIMEOUT, options.connect()).await {
                 Ok(Ok(c)) => Ok(c),
-                Ok(Err(e)) => Err(StoreError(format!("{shown}: cannot connect: {e}"))),
-                Err(_) => Err(StoreError(format!(
+                Ok(Err(e)) => Err(StoreError::unreachable(format!(
+                    "{shown}: cannot connect: {}",
+                    url.scrub(crate::db::driver_message(&e))
+                ))),
+                Err(_) => Err(StoreError::unreachable(format!(
                     "{shown}: cannot connect: no answer within {} s",
                     crate::db::CONNECT_TIMEOUT.as_secs()
                 ))),
@@ -352,21 +369,63 @@ impl PgStore {
         let mut st = PgStore {
             rt,
             conn,
+            url: url.clone(),
             shown,
             clock: None,
         };
         if migrate {
-            let sql = format!(
-                "BEGIN; SELECT pg_advisory_xact_lock({MIGRATE_LOCK})::text; {} {} COMMIT",
-                DDL[0], DDL[1]
-            );
-            st.query(sql, "cannot create the tables")?;
+            st.migrate()?;
         }
         Ok(st)
     }
 
-    /// One round trip: the statements of `sql` in one `Query` message. A missing table
-    /// is named as an unmigrated store.
+    /// Creates the tables (idempotent), serialised with other migrates.
+    pub fn migrate(&mut self) -> Result<(), StoreError> {
+        let sql = format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({MIGRATE_LOCK})::text; {} {} COMMIT",
+            DDL[0], DDL[1]
+        );
+        self.query(sql, "cannot create the tables").map(|_| ())
+    }
+
+    /// The batchguard tables this database has (`store migrate` says which it created).
+    pub fn tables(&mut self) -> Result<Vec<String>, StoreError> {
+        let rows = self.query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relname LIKE 'batchguard\\_%' \
+             AND (c.relkind IN ('r', 'p') OR c.relname = 'batchguard_fence') ORDER BY 1"
+                .into(),
+            "cannot list the tables",
+        )?;
+        Ok(super::repair::first_column(rows))
+    }
+
+    /// The highest fence per job in the ledger tables.
+    pub fn max_fences(&mut self) -> Result<std::collections::BTreeMap<String, i64>, StoreError> {
+        let rows = self.query(
+            "SELECT job, max(fence)::text FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job".into(),
+            "cannot read the fences",
+        )?;
+        Ok(super::repair::fences_of_rows(rows))
+    }
+
+    /// Moves the fencing sequence past `fence` (never back); answers its next value.
+    pub fn raise_fence(&mut self, fence: i64) -> Result<i64, StoreError> {
+        let rows = self.query(
+            format!(
+                "SELECT setval('batchguard_fence', GREATEST({fence}, \
+                 (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM batchguard_fence)), true)::text"
+            ),
+            "cannot move the fencing counter",
+        )?;
+        rows.first()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|v| v.parse::<i64>().ok())
+            .map(|v| v + 1)
+            .ok_or_else(|| self.unexpected("cannot move the fencing counter"))
+    }
+
+    /// One round trip: the statements of `sql` in one `Query` message.
     fn query(&mut self, sql: String, what: &str) -> Result<Rows, StoreError> {
         let result = self.rt.block_on(async {
             let q = sqlx::raw_sql(AssertSqlSafe(sql)).fetch_all(&mut self.conn);
@@ -374,23 +433,9 @@ impl PgStore {
         });
         let rows = match result {
             Ok(Ok(rows)) => rows,
-            Ok(Err(e)) => {
-                let undefined = e
-                    .as_database_error()
-                    .and_then(|d| d.code())
-                    .is_some_and(|c| c == "42P01");
-                let hint = if undefined {
-                    format!(
-                        "; this database has no batchguard tables yet: create them with `batchguard store migrate --store '{}'`",
-                        self.shown
-                    )
-                } else {
-                    String::new()
-                };
-                return Err(StoreError(format!("{}: {what}: {e}{hint}", self.shown)));
-            }
+            Ok(Err(e)) => return Err(self.error(what, &e)),
             Err(_) => {
-                return Err(StoreError(format!(
+                return Err(StoreError::unreachable(format!(
                     "{}: {what}: no answer within {} s",
                     self.shown,
                     QUERY_TIMEOUT.as_secs()
@@ -402,13 +447,31 @@ impl PgStore {
             let mut vals = Vec::with_capacity(row.len());
             for i in 0..row.len() {
                 let v: Option<String> = row.try_get(i).map_err(|e| {
-                    StoreError(format!("{}: {what}: unexpected answer: {e}", self.shown))
+                    StoreError::failed(format!("{}: {what}: unexpected answer: {e}", self.shown))
                 })?;
                 vals.push(v);
             }
             out.push(vals);
         }
         Ok(out)
+    }
+
+    /// A driver error as a store error: a lost connection is unreachable, a missing table
+    /// is an unmigrated store (named, with the command that creates it), anything else the
+    /// server's own words.
+    fn error(&self, what: &str, e: &sqlx::Error) -> StoreError {
+        let message = self.url.scrub(crate::db::driver_message(e));
+        if crate::db::is_connection_error(e) {
+            return StoreError::unreachable(format!("{}: {what}: {message}", self.shown));
+        }
+        let undefined = e
+            .as_database_error()
+            .and_then(|d| d.code())
+            .is_some_and(|c| c == "42P01");
+        if undefined {
+            return super::not_migrated(&self.url, crate::db::missing_table(&message));
+        }
+        StoreError::failed(format!("{}: {what}: {message}", self.shown))
     }
 
     /// Records the database's clock from the last column of an answer's last row.
@@ -419,7 +482,7 @@ impl PgStore {
     }
 
     fn unexpected(&self, what: &str) -> StoreError {
-        StoreError(format!("{}: {what}: unexpected answer", self.shown))
+        StoreError::failed(format!("{}: {what}: unexpected answer", self.shown))
     }
 }
 
@@ -438,7 +501,9 @@ impl Store for PgStore {
         const WHAT: &str = "cannot acquire the lease";
         let rows = self.query(acquire_sql(req), WHAT)?;
         let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
-        let r = &rows[0];
+        let (Some(r), Some(granted)) = (rows.first(), rows.get(1)) else {
+            return Err(self.unexpected(WHAT));
+        };
         let get = |i: usize| r.get(i).cloned().flatten();
         let won = get(0).as_deref() == Some("true");
         let lease_state = get(4);
@@ -447,7 +512,11 @@ impl Store for PgStore {
                 let attempts = get(9).and_then(|s| s.parse().ok()).unwrap_or(0);
                 return Ok(AcquireResult::Refused(Refusal::Exhausted { attempts }));
             }
-            let fence = get(3).and_then(|s| s.parse().ok());
+            let fence = granted
+                .first()
+                .cloned()
+                .flatten()
+                .and_then(|s| s.parse().ok());
             let attempt = get(6).and_then(|s| s.parse().ok());
             let (Some(fence), Some(attempt)) = (fence, attempt) else {
                 return Err(self.unexpected(WHAT));

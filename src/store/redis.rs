@@ -19,15 +19,22 @@
 //! Redis keeps no ledger: `run` writes the ledger to `--ledger`, which is required.
 //!
 //! A Redis that loses its data (a restart without persistence, a failover to a replica that
-//! lagged) forgets its counters, leases and markers. Each working directory keeps the
-//! highest fence it was given per store and job (`.batchguard/fences.json`); an acquire
-//! that would hand out a fence not above it is refused in the script (exit 125), so a
-//! counter that went back is never passed to a job.
+//! lagged) forgets its counters, leases and markers. Two defences, both in the acquire
+//! script, neither of which moves a counter:
+//! - the **epoch** `P:epoch`, written by `store migrate` (a new Redis) and `store repair`
+//!   (after a loss): an acquire that finds none is refused on every host, so a Redis that
+//!   came back empty hands out no fence until `store repair` has moved every job's counter
+//!   past the ledger's fences and restored the ledger's succeeded and dead-lettered slots;
+//! - each working directory keeps the highest fence it was given per store and job
+//!   (`.batchguard/fences.json`): a counter found below it (a failover to a replica that
+//!   kept the epoch but lagged) is refused, and the epoch is deleted, so every other host
+//!   stops too until `store repair`.
 
 use super::ledger::{Batch, Ledger};
+use super::url::Conn;
 use super::{
     Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished, rfc3339,
+    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, StoreUrl, Unfinished, rfc3339,
 };
 use jiff::Timestamp;
 use redis::{IntoConnectionInfo, Value};
@@ -50,12 +57,14 @@ pub const FENCES_FILE: &str = ".batchguard/fences.json";
 /// How long one command may take before the store counts as unreachable.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The acquire. KEYS: lease, fence, slot, run, job's slots, jobs. ARGV: holder, run id,
-/// job, scheduled_at, ttl ms, retention ms, max attempts (or ""), manual (1/0), the fence
-/// floor (the highest this working directory has seen), the slot's epoch seconds.
+/// The acquire. KEYS: lease, fence, slot, run, job's slots, jobs, epoch. ARGV: holder, run
+/// id, job, scheduled_at, ttl ms, retention ms, max attempts (or ""), manual (1/0), the
+/// fence floor (the highest this working directory has seen), the slot's epoch seconds.
+/// Only a granted lease `INCR`s the counter.
 const ACQUIRE: &str = r#"
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
+if redis.call('EXISTS', KEYS[7]) == 0 then return {'no_epoch', t[1], t[2]} end
 local ret = tonumber(ARGV[6])
 if tonumber(t[1]) - tonumber(ARGV[10]) > math.floor(ret / 1000) then return {'too_old', t[1], t[2]} end
 local st = redis.call('HMGET', KEYS[3], 'attempts', 'state', 'run_id')
@@ -71,8 +80,12 @@ if ARGV[7] ~= '' and ARGV[8] ~= '1' and used >= tonumber(ARGV[7]) then
   redis.call('PEXPIRE', KEYS[3], ret)
   return {'exhausted', t[1], t[2], used}
 end
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+if cur < tonumber(ARGV[9]) then
+  redis.call('DEL', KEYS[7])
+  return {'backwards', t[1], t[2], cur + 1}
+end
 local fence = redis.call('INCR', KEYS[2])
-if fence <= tonumber(ARGV[9]) then return {'backwards', t[1], t[2], fence} end
 -- The fence as digits: cjson writes numbers with 14 significant digits only.
 local lease = cjson.encode({holder = ARGV[1], run_id = ARGV[2], fence = string.format('%d', fence), job = ARGV[3], scheduled_at = ARGV[4], acquired_us = t[1] .. string.format('%06d', tonumber(t[2]))})
 redis.call('SET', KEYS[1], lease, 'NX', 'PX', ARGV[5])
@@ -107,6 +120,42 @@ if held then
 end
 redis.call('DEL', KEYS[3])
 return {t[1], t[2]}
+"#;
+
+/// `store migrate`: KEYS: epoch. ARGV: what writes it. Writes the epoch when there is none.
+const MIGRATE: &str = r#"
+local t = redis.call('TIME')
+local e = redis.call('GET', KEYS[1])
+if e then return {'present', e} end
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. t[1])
+return {'written', ARGV[1] .. ' ' .. t[1]}
+"#;
+
+/// `store repair`, one job's counter: KEYS: fence. ARGV: the highest fence known. Raises
+/// the counter to it (never lowers it); answers the counter.
+const RAISE: &str = r#"
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local want = tonumber(ARGV[1])
+if want > cur then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return want
+end
+return cur
+"#;
+
+/// `store repair`, one slot: KEYS: slot, job's slots, jobs. ARGV: attempts, state, run id,
+/// retention ms, job, scheduled_at, the slot's epoch seconds. A marker already settled
+/// (`succeeded`) is kept; otherwise the ledger's state and the larger attempt count win.
+const RESTORE: &str = r#"
+local st = redis.call('HMGET', KEYS[1], 'attempts', 'state')
+if st[2] ~= 'succeeded' then
+  local used = math.max(tonumber(st[1]) or 0, tonumber(ARGV[1]))
+  redis.call('HSET', KEYS[1], 'attempts', used, 'state', ARGV[2], 'run_id', ARGV[3])
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
+redis.call('SADD', KEYS[3], ARGV[5])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[7]), ARGV[6])
+return 1
 "#;
 
 /// `live`: KEYS: run. Whether the run's lease key still names it.
@@ -216,10 +265,10 @@ fn valid_prefix(p: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
 }
 
-/// Takes `?prefix=` and `?retention=` out of a `redis://` / `rediss://` URL.
-pub fn parse_url(url: &str) -> Result<Config, StoreError> {
-    let shown = crate::db::mask(url);
-    let bad = |why: String| StoreError(format!("{shown}: {why}"));
+/// Takes `?prefix=` and `?retention=` out of a `redis://` / `rediss://` URL, and checks
+/// the rest is a URL the Redis client takes; the error is the reason only (no URL).
+pub fn parse_url(url: &str) -> Result<Config, String> {
+    let bad = |why: String| why;
     let (rest, fragment) = match url.split_once('#') {
         Some((r, f)) => (r, Some(f)),
         None => (url, None),
@@ -272,6 +321,10 @@ pub fn parse_url(url: &str) -> Result<Config, StoreError> {
     let hostport = authority.rsplit_once('@').map_or(authority, |x| x.1);
     let db = if path.is_empty() { "0" } else { path };
     let identity = format!("{}{hostport}/{db}#{prefix}", &base[..scheme_end]);
+    client_url
+        .as_str()
+        .into_connection_info()
+        .map_err(|e| format!("not a Redis URL: {}", crate::db::scrub(url, e.to_string())))?;
     Ok(Config {
         client_url,
         prefix,
@@ -282,6 +335,7 @@ pub fn parse_url(url: &str) -> Result<Config, StoreError> {
 
 pub struct RedisStore {
     conn: redis::Connection,
+    url: StoreUrl,
     shown: String,
     cfg: Config,
     /// Redis's clock at the last answer, and when (monotonic) it arrived.
@@ -329,37 +383,200 @@ fn digits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
 }
 
 impl RedisStore {
-    pub fn open(url: &str) -> Result<RedisStore, StoreError> {
-        let shown = crate::db::mask(url);
-        let cfg = parse_url(url)?;
-        let fail = |what: &str, e: redis::RedisError| {
-            StoreError(format!(
-                "{shown}: {what}: {}",
-                crate::db::scrub(url, e.to_string())
+    pub fn open(url: &StoreUrl) -> Result<RedisStore, StoreError> {
+        let shown = url.shown().to_owned();
+        let Conn::Redis(cfg) = url.conn() else {
+            return Err(StoreError::bad_url(format!("{shown}: not a Redis URL")));
+        };
+        let cfg = cfg.clone();
+        let bad = |e: redis::RedisError| {
+            StoreError::bad_url(format!(
+                "{shown}: not a Redis URL: {}",
+                url.scrub(e.to_string())
+            ))
+        };
+        let unreachable = |e: redis::RedisError| {
+            StoreError::unreachable(format!(
+                "{shown}: cannot connect: {}",
+                url.scrub(e.to_string())
             ))
         };
         let info = cfg
             .client_url
             .as_str()
             .into_connection_info()
-            .map_err(|e| fail("not a Redis URL", e))?;
+            .map_err(bad)?;
         // No `CLIENT SETINFO`: the connection's set-up is AUTH and SELECT only (one
         // pipelined round trip, none for database 0 without a password).
         let settings = info.redis_settings().clone().set_skip_set_lib_name();
         let info = info.set_redis_settings(settings);
-        let client = redis::Client::open(info).map_err(|e| fail("not a Redis URL", e))?;
+        let client = redis::Client::open(info).map_err(bad)?;
         let conn = client
             .get_connection_with_timeout(crate::db::CONNECT_TIMEOUT)
-            .map_err(|e| fail("cannot connect", e))?;
+            .map_err(unreachable)?;
         conn.set_read_timeout(Some(QUERY_TIMEOUT))
             .and_then(|()| conn.set_write_timeout(Some(QUERY_TIMEOUT)))
-            .map_err(|e| fail("cannot connect", e))?;
+            .map_err(unreachable)?;
         Ok(RedisStore {
             conn,
+            url: url.clone(),
             shown,
             cfg,
             clock: None,
             fences: PathBuf::from(FENCES_FILE),
+        })
+    }
+
+    fn epoch_key(&self) -> String {
+        format!("{}:epoch", self.cfg.prefix)
+    }
+
+    /// The epoch's value (what wrote it, when), or `None`: every acquire is then refused.
+    pub fn epoch(&mut self) -> Result<Option<String>, StoreError> {
+        let key = self.epoch_key();
+        redis::cmd("GET")
+            .arg(&key)
+            .query(&mut self.conn)
+            .map_err(|e| self.fail("cannot read the epoch", e))
+    }
+
+    /// `store migrate`: writes the epoch a new Redis (or one that ran batchguard before
+    /// epochs existed) needs before any acquire. A Redis with no key of batchguard's is new
+    /// or lost its data; when this working directory was given fences by it, it lost them,
+    /// and only `store repair` (which knows the ledger) may write the epoch.
+    pub fn migrate(&mut self) -> Result<String, StoreError> {
+        const WHAT: &str = "cannot write the epoch";
+        let epoch = self.epoch_key();
+        let found: Option<String> = redis::cmd("GET")
+            .arg(&epoch)
+            .query(&mut self.conn)
+            .map_err(|e| self.fail(WHAT, e))?;
+        if let Some(e) = found {
+            return Ok(format!(
+                "{}: the epoch is in place (`{epoch}`: {e}); nothing to do",
+                self.shown
+            ));
+        }
+        let known = read_fences(&self.fences)
+            .map_err(|e| self.fences_error(&e))?
+            .get(&self.cfg.identity)
+            .and_then(|m| m.values().max().copied());
+        let has_keys = !self
+            .scan(&format!("{}:*", glob_escape(&self.cfg.prefix)), 1, WHAT)?
+            .is_empty();
+        if let (Some(f), false) = (known, has_keys) {
+            return Err(StoreError::refused(format!(
+                "{}: this Redis has none of batchguard's keys, but this working directory was given fences up to {f} by it ({}): it lost its data. Restore it from the ledger with `batchguard store repair --store '{}' --ledger SOURCE`",
+                self.shown,
+                self.fences.display(),
+                self.shown
+            )));
+        }
+        let reply = self.eval(
+            MIGRATE,
+            std::slice::from_ref(&epoch),
+            &["migrate".to_owned()],
+            WHAT,
+        )?;
+        let value = text(reply.get(1)).unwrap_or_default();
+        Ok(if has_keys {
+            format!(
+                "{}: epoch written (`{epoch}`: {value}); the counters and slot markers already here are kept",
+                self.shown
+            )
+        } else {
+            format!(
+                "{}: epoch written (`{epoch}`: {value}); a new store: its keys are written as jobs run",
+                self.shown
+            )
+        })
+    }
+
+    /// `store repair`: every job's counter raised to the highest fence known (the
+    /// ledger's, this working directory's), the ledger's slots within the markers'
+    /// retention restored, then a new epoch, last, so no host acquires before the rest is
+    /// in place.
+    pub fn repair(
+        &mut self,
+        facts: &super::repair::Facts,
+    ) -> Result<super::repair::Repaired, StoreError> {
+        let mut fences = facts.fences.clone();
+        if let Some(mine) = read_fences(&self.fences)
+            .map_err(|e| self.fences_error(&e))?
+            .get(&self.cfg.identity)
+        {
+            for (job, f) in mine {
+                let e = fences.entry(job.clone()).or_insert(0);
+                *e = (*e).max(*f);
+            }
+        }
+        let mut counters = Vec::new();
+        for (job, f) in &fences {
+            let reply: i64 = redis::cmd("EVAL")
+                .arg(RAISE)
+                .arg(1)
+                .arg(self.key("fence", job))
+                .arg(f)
+                .query(&mut self.conn)
+                .map_err(|e| self.fail("cannot move a fencing counter", e))?;
+            counters.push((job.clone(), reply));
+        }
+        let now = self.now()?;
+        let oldest = now
+            .as_second()
+            .saturating_sub(i64::try_from(self.cfg.retention_secs).unwrap_or(i64::MAX));
+        let retention_ms = self.cfg.retention_secs.saturating_mul(1000).to_string();
+        let jobs = format!("{}:jobs", self.cfg.prefix);
+        let mut restored = 0u64;
+        let mut too_old = 0u64;
+        let kept: Vec<&super::repair::SlotFact> = facts
+            .slots
+            .iter()
+            .filter(|f| {
+                let keep = f.scheduled_at.as_second() >= oldest;
+                too_old += u64::from(!keep);
+                keep
+            })
+            .collect();
+        for chunk in kept.chunks(500) {
+            let mut pipe = redis::pipe();
+            for f in chunk {
+                let slot = rfc3339(f.scheduled_at);
+                pipe.cmd("EVAL")
+                    .arg(RESTORE)
+                    .arg(3)
+                    .arg(self.slot_key(&f.job, &slot))
+                    .arg(self.key("slots", &f.job))
+                    .arg(&jobs)
+                    .arg(f.attempts)
+                    .arg(f.state.as_str())
+                    .arg(&f.run_id)
+                    .arg(&retention_ms)
+                    .arg(&f.job)
+                    .arg(&slot)
+                    .arg(f.scheduled_at.as_second())
+                    .ignore();
+            }
+            pipe.query::<()>(&mut self.conn)
+                .map_err(|e| self.fail("cannot restore the slots", e))?;
+            restored += chunk.len() as u64;
+        }
+        let epoch = self.epoch_key();
+        let _: () = redis::cmd("DEL")
+            .arg(&epoch)
+            .query(&mut self.conn)
+            .map_err(|e| self.fail("cannot write the epoch", e))?;
+        let reply = self.eval(
+            MIGRATE,
+            std::slice::from_ref(&epoch),
+            &["repair".to_owned()],
+            "cannot write the epoch",
+        )?;
+        Ok(super::repair::Repaired {
+            counters,
+            restored,
+            too_old,
+            epoch: Some(text(reply.get(1)).unwrap_or_default()),
         })
     }
 
@@ -397,20 +614,31 @@ impl RedisStore {
     /// for the whole keyspace), so a key present from the first call to the last is seen.
     fn lease_keys(&mut self, what: &str) -> Result<Vec<String>, StoreError> {
         let pattern = format!("{}:lease:*", glob_escape(&self.cfg.prefix));
+        self.scan(&pattern, 0, what)
+    }
+
+    /// Keys matching `pattern`, sorted; with `enough` above 0, the scan stops once it has
+    /// found that many.
+    fn scan(
+        &mut self,
+        pattern: &str,
+        enough: usize,
+        what: &str,
+    ) -> Result<Vec<String>, StoreError> {
         let mut keys: Vec<String> = Vec::new();
         let mut cursor = 0u64;
         loop {
             let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
-                .arg(&pattern)
+                .arg(pattern)
                 .arg("COUNT")
                 .arg(1000)
                 .query(&mut self.conn)
                 .map_err(|e| self.fail(what, e))?;
             keys.extend(batch);
             cursor = next;
-            if cursor == 0 {
+            if cursor == 0 || (enough > 0 && keys.len() >= enough) {
                 break;
             }
         }
@@ -420,12 +648,23 @@ impl RedisStore {
         Ok(keys)
     }
 
+    /// A client error: a lost connection or no answer is an unreachable store, anything
+    /// else Redis's own answer.
     fn fail(&self, what: &str, e: redis::RedisError) -> StoreError {
-        StoreError(format!("{}: {what}: {e}", self.shown))
+        let message = format!("{}: {what}: {}", self.shown, self.url.scrub(e.to_string()));
+        if e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+        {
+            StoreError::unreachable(message)
+        } else {
+            StoreError::failed(message)
+        }
     }
 
     fn unexpected(&self, what: &str) -> StoreError {
-        StoreError(format!("{}: {what}: unexpected answer", self.shown))
+        StoreError::failed(format!("{}: {what}: unexpected answer", self.shown))
     }
 
     /// Records Redis's clock from a `TIME` pair (seconds, microseconds) at `at`.
@@ -448,7 +687,7 @@ impl RedisStore {
     }
 
     fn fences_error(&self, e: &str) -> StoreError {
-        StoreError(format!(
+        StoreError::failed(format!(
             "{}: {}: {e} (it keeps the highest fencing token seen per job, so a Redis that lost its counter is noticed; fix or remove it knowingly)",
             self.shown,
             self.fences.display()
@@ -547,6 +786,7 @@ impl Store for RedisStore {
             self.key("run", &req.run_id),
             self.key("slots", &req.job),
             format!("{}:jobs", self.cfg.prefix),
+            self.epoch_key(),
         ];
         let args = vec![
             req.holder.clone(),
@@ -609,16 +849,23 @@ impl Store for RedisStore {
                     ends_in_secs: (pttl + 999) / 1000,
                 })
             }
+            "no_epoch" => {
+                return Err(StoreError::refused(format!(
+                    "{}: Redis has no batchguard epoch (`{}`): it lost its data (a restart without persistence, a failover to a replica that had not caught up) or was never set up, so its fencing counters and succeeded markers cannot be trusted and no host takes a lease until it is restored. Restore it from the ledger with `batchguard store repair --store '{}' --ledger SOURCE` (SOURCE: the --ledger the jobs write); a new Redis is set up with `batchguard store migrate --store '{}'`",
+                    self.shown,
+                    self.epoch_key(),
+                    self.shown,
+                    self.shown,
+                )));
+            }
             "backwards" => {
                 let fence = int(reply.get(3)).unwrap_or(0);
                 return Err(StoreError::refused(format!(
-                    "{}: the fencing counter of job `{}` went back: Redis handed out fence {fence}, but this host was already given fence {floor} (see {}). Redis lost data (a restart without persistence, or a failover to a replica that lagged), so leases and succeeded markers may be lost too. Check the ledger for slots that ran twice (`batchguard audit`), then move the counter past every fence handed out, e.g. `redis-cli -u '{}' SET '{}' {}`",
+                    "{}: the fencing counter of job `{}` went back: Redis would hand out fence {fence}, but this working directory was already given fence {floor} (see {}). Redis lost data (a failover to a replica that had not caught up), so leases and succeeded markers may be lost too; the epoch is deleted, so no host takes a lease until `batchguard store repair --store '{}' --ledger SOURCE` restores it (run `batchguard store flush` here first, so the ledger has every fence this host was given)",
                     self.shown,
                     req.job,
                     self.fences.display(),
-                    self.cfg.identity.split('#').next().unwrap_or_default(),
-                    self.key("fence", &req.job),
-                    floor.saturating_add(1000),
+                    self.shown,
                 )));
             }
             _ => return Err(self.unexpected(WHAT)),
@@ -781,9 +1028,7 @@ impl Store for RedisStore {
             self.key("run", ""),
         ];
         let reply = self.eval(UNFINISHED, &keys, &args, WHAT)?;
-        let now = self
-            .tick(&reply, 0)
-            .ok_or_else(|| StoreError(format!("{WHAT}: unexpected answer")))?;
+        let now = self.tick(&reply, 0).ok_or_else(|| self.unexpected(WHAT))?;
         let rows = reply[2..]
             .chunks_exact(4)
             .filter_map(|c| {
@@ -854,7 +1099,7 @@ fn glob_escape(s: &str) -> String {
 }
 
 fn no_ledger(shown: &str, what: &str) -> StoreError {
-    StoreError(format!(
+    StoreError::failed(format!(
         "{shown}: a Redis store keeps no ledger, so it cannot take `{what}`: `run` writes the ledger to --ledger"
     ))
 }
@@ -888,15 +1133,13 @@ mod tests {
 
     #[test]
     fn a_bad_prefix_or_retention_is_named_without_the_password() {
-        let e = parse_url("redis://u:hunter2@h/0?retention=2h")
-            .unwrap_err()
-            .0;
+        let e = parse_url("redis://u:hunter2@h/0?retention=2h").unwrap_err();
         assert!(
             e.contains("`retention=2h` is not a retention of at least 1d"),
             "{e}"
         );
         assert!(!e.contains("hunter2"), "{e}");
-        let e = parse_url("redis://h/0?prefix=a*b").unwrap_err().0;
+        let e = parse_url("redis://h/0?prefix=a*b").unwrap_err();
         assert!(e.contains("`prefix=a*b` is not a key prefix"), "{e}");
         assert!(parse_url("redis://h/0?retention=10x").is_err());
     }

@@ -70,7 +70,7 @@ impl SqliteStore {
     /// a dropped table comes back.
     pub fn open_with(path: &Path, migrate: bool) -> Result<SqliteStore, StoreError> {
         let (rt, mut conn, shown) = connect(path)?;
-        let fail = |what: &str, e: sqlx::Error| StoreError(format!("{shown}: {what}: {e}"));
+        let fail = |what: &str, e: sqlx::Error| StoreError::failed(format!("{shown}: {what}: {e}"));
         rt.block_on(async {
             let version: i64 = sqlx::query_scalar("PRAGMA user_version")
                 .fetch_one(&mut conn)
@@ -134,7 +134,9 @@ impl SqliteStore {
     pub fn open_ledger(path: &Path) -> Result<SqliteStore, StoreError> {
         let (rt, mut conn, shown) = connect(path)?;
         rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(DDL[0])).execute(&mut conn))
-            .map_err(|e| StoreError(format!("{shown}: cannot create the ledger tables: {e}")))?;
+            .map_err(|e| {
+                StoreError::failed(format!("{shown}: cannot create the ledger tables: {e}"))
+            })?;
         Ok(SqliteStore {
             rt,
             conn,
@@ -150,7 +152,58 @@ impl SqliteStore {
     }
 
     fn fail(&self, what: &str, e: sqlx::Error) -> StoreError {
-        StoreError(format!("{}: {what}: {e}", self.shown))
+        StoreError::failed(format!("{}: {what}: {e}", self.shown))
+    }
+
+    /// The batchguard tables a file has, without creating any (`store migrate` says which
+    /// it created); a file that does not exist has none.
+    pub fn tables_of(path: &Path) -> Result<Vec<String>, StoreError> {
+        if !path.exists() {
+            return Ok(Vec::new());
+        }
+        let (rt, mut conn, shown) = connect(path)?;
+        rt.block_on(
+            sqlx::query_scalar(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'batchguard\\_%' ESCAPE '\\' ORDER BY 1",
+            )
+            .fetch_all(&mut conn),
+        )
+        .map_err(|e| StoreError::failed(format!("{shown}: cannot list the tables: {e}")))
+    }
+
+    /// The highest fence per job in a file's ledger table (a file that does not exist
+    /// has none).
+    pub fn max_fences_of(
+        path: &Path,
+    ) -> Result<std::collections::BTreeMap<String, i64>, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::failed(format!(
+                "sqlite:{}: no such file",
+                path.display()
+            )));
+        }
+        let (rt, mut conn, shown) = connect(path)?;
+        let rows: Vec<(String, i64)> = rt
+            .block_on(
+                sqlx::query_as(
+                    "SELECT job, max(fence) FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job",
+                )
+                .fetch_all(&mut conn),
+            )
+            .map_err(|e| StoreError::failed(format!("{shown}: cannot read the fences: {e}")))?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Moves the fencing counter past `fence` (never back); answers its next value.
+    pub fn raise_fence(&mut self, fence: i64) -> Result<i64, StoreError> {
+        let r = self.rt.block_on(
+            sqlx::query_scalar(
+                "UPDATE batchguard_fence SET value = max(value, ?1) WHERE id = 1 RETURNING value + 1",
+            )
+            .bind(fence)
+            .fetch_one(&mut self.conn),
+        );
+        r.map_err(|e| self.fail("cannot move the fencing counter", e))
     }
 }
 
@@ -269,11 +322,12 @@ impl Store for SqliteStore {
                     return Ok((AcquireResult::Refused(Refusal::DeadLettered), false));
                 }
             }
-            let fence: i64 = sqlx::query_scalar(
-                "UPDATE batchguard_fence SET value = value + 1 WHERE id = 1 RETURNING value",
-            )
-            .fetch_one(&mut *c)
-            .await?;
+            // The next fence, drawn (below) only when the lease is granted: a refusal or an
+            // exhausted slot leaves the counter where it was. The immediate transaction
+            // keeps any other writer out meanwhile.
+            let fence: i64 = sqlx::query_scalar("SELECT value + 1 FROM batchguard_fence WHERE id = 1")
+                .fetch_one(&mut *c)
+                .await?;
             let taken: Option<i64> = sqlx::query_scalar(ACQUIRE_LEASE)
                 .bind(&req.key)
                 .bind(&req.job)
@@ -338,6 +392,10 @@ impl Store for SqliteStore {
                 let attempts = u32::try_from(attempts_so_far).unwrap_or(u32::MAX);
                 return Ok((AcquireResult::Refused(Refusal::Exhausted { attempts }), true));
             }
+            sqlx::query("UPDATE batchguard_fence SET value = ?1 WHERE id = 1")
+                .bind(fence)
+                .execute(&mut *c)
+                .await?;
             let attempt: i64 = sqlx::query_scalar(
                 "INSERT INTO batchguard_slots (job, scheduled_at, attempts, state, run_id) \
                  VALUES (?1, ?2, 1, 'running', ?3) \
@@ -619,10 +677,11 @@ pub(super) fn connect(
     path: &Path,
 ) -> Result<(tokio::runtime::Runtime, SqliteConnection, String), StoreError> {
     let shown = format!("sqlite:{}", path.display());
-    let rt = crate::db::runtime().map_err(StoreError)?;
+    let rt = crate::db::runtime().map_err(StoreError::failed)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| StoreError(format!("{shown}: cannot create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::unreachable(format!("{shown}: cannot create {}: {e}", dir.display()))
+        })?;
     }
     let options = SqliteConnectOptions::new()
         .filename(path)
@@ -630,7 +689,7 @@ pub(super) fn connect(
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(BUSY_TIMEOUT);
-    let fail = |e: sqlx::Error| StoreError(format!("{shown}: cannot open: {e}"));
+    let fail = |e: sqlx::Error| StoreError::unreachable(format!("{shown}: cannot open: {e}"));
     let conn = rt.block_on(async {
         // Several processes opening a new file at once race to switch it to WAL, and
         // SQLite can answer that switch with SQLITE_BUSY without consulting the busy
