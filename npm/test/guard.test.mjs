@@ -224,3 +224,20 @@ test("the Node.js process told to stop (SIGTERM): the callback's signal aborts, 
   const end = events(options, "event = 'end'");
   assert.deepEqual(end.map((e) => [e.status, e.error_code]), [["failure", "INTERRUPTED"]]);
 });
+
+test("exitOnDeadline: the process exits with 124 once the guard has recorded the deadline", async () => {
+  const { dir, options } = setup("exit");
+  const script = path.join(dir, "worker.js");
+  fs.writeFileSync(script, `
+    const { guard } = require(${JSON.stringify(packageDir)});
+    guard(${JSON.stringify({ ...options, job: "stuck", scheduledAt: S.toISOString(), exitOnDeadline: true })},
+      () => new Promise(() => {}));
+  `);
+  const worker = spawn(process.execPath, [script], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  worker.stderr.on("data", (d) => (stderr += d));
+  const code = await new Promise((resolve) => worker.on("exit", (c) => resolve(c)));
+  assert.equal(code, 124, stderr);
+  assert.match(stderr, /still running at the deadline; exiting \(exitOnDeadline\)/);
+  assert.deepEqual(events(options, "event = 'end'").map((e) => e.error_code), ["TTL_EXCEEDED"]);
+});
