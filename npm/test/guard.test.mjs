@@ -1,0 +1,243 @@
+// guard() against the real binary on a SQLite store: what the callback sees, every outcome,
+// the deadline, bad input, and a Node.js process killed inside its callback.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { guard } from "../batchguard/index.js";
+import { binary, packageDir, run, scratch, until } from "./helpers.mjs";
+import { manifest } from "./fixtures/manifest.mjs";
+
+process.env.BATCHGUARD_BINARY = binary();
+
+/** A folder with the manifest and a fresh SQLite store; options for guard(). */
+function setup(name) {
+  const dir = scratch(name);
+  const file = path.join(dir, "app.batchguard.yaml");
+  fs.writeFileSync(file, manifest());
+  return { dir, options: { manifest: file, job: "settle", store: `sqlite:${path.join(dir, "store.db")}`, stderr: "ignore" } };
+}
+
+/** The ledger's events (the store's own table, read as the audit reads it). */
+function events(options, where = "1=1") {
+  const db = options.store.slice("sqlite:".length);
+  const out = execFileSync("sqlite3", ["-json", db, `select * from batchguard_events where ${where} order by rowid`]).toString();
+  return out.trim() === "" ? [] : JSON.parse(out);
+}
+
+const S = new Date("2026-11-30T10:00:00Z");
+const minute = (n) => new Date(S.getTime() + n * 60_000);
+
+test("succeeded: the callback gets the lease's slot, attempt, fence and deadline; outputs reach the ledger", async () => {
+  const { options } = setup("ok");
+  let seen;
+  const result = await guard({ ...options, scheduledAt: S, instance: "node-a" }, async (run) => {
+    seen = run;
+    await run.output("inv-1");
+    await run.output("inv-2");
+  });
+  assert.equal(result.status, "succeeded");
+  assert.deepEqual(result.slot, S);
+  assert.deepEqual(seen.slot, S);
+  assert.equal(seen.attempt, 1);
+  assert.equal(typeof seen.fence, "bigint");
+  assert.equal(result.fence, seen.fence);
+  assert.equal(result.runId, seen.runId);
+  assert.ok(seen.deadline > new Date(), "the deadline lies ahead of the call");
+  assert.equal(seen.signal.aborted, false);
+  const rows = events(options);
+  assert.deepEqual(rows.map((e) => [e.event, e.status, e.instance]), [["start", null, "node-a"], ["end", "success", "node-a"]]);
+  assert.equal(BigInt(rows[0].fence), seen.fence);
+  const db = options.store.slice("sqlite:".length);
+  const outputs = execFileSync("sqlite3", [db, "select output_key from batchguard_outputs order by output_key"]).toString();
+  assert.equal(outputs, "inv-1\ninv-2\n");
+
+  let again = false;
+  const second = await guard({ ...options, scheduledAt: S }, () => { again = true; });
+  assert.equal(again, false, "a slot that succeeded never runs again");
+  assert.equal(second.status, "skipped");
+  assert.equal(second.reason, `already succeeded (run ${seen.runId})`);
+});
+
+test("skipped: a second caller on a held slot names the holder and never runs", async () => {
+  const { options } = setup("held");
+  let release;
+  let started;
+  const startedP = new Promise((r) => (started = r));
+  const holder = guard({ ...options, scheduledAt: S, instance: "node-a" }, (run) => {
+    started(run);
+    return new Promise((r) => (release = r));
+  });
+  const run = await startedP;
+  let ran = false;
+  const other = await guard({ ...options, scheduledAt: S, instance: "node-b" }, () => { ran = true; });
+  assert.equal(ran, false);
+  assert.equal(other.status, "skipped");
+  assert.match(other.reason, new RegExp(`^held by node-a \\(run ${run.runId}, fence ${run.fence}, lease ends in \\d+ s\\)`));
+  release();
+  assert.equal((await holder).status, "succeeded");
+  const skip = events(options, "event = 'skip'");
+  assert.equal(skip.length, 1);
+  assert.equal(skip[0].instance, "node-b");
+});
+
+test("failed: a thrown error's code is the attempt's error code; a fatal one dead-letters the slot", async () => {
+  const { options } = setup("fatal");
+  const thrown = Object.assign(new Error("invoice 7 has no customer"), { code: "VALIDATION_ERROR" });
+  let calls = 0;
+  const result = await guard({ ...options, scheduledAt: S }, () => { calls++; throw thrown; });
+  assert.equal(calls, 1, "no retry follows a fatal code");
+  assert.equal(result.status, "dead_lettered");
+  assert.equal(result.code, "VALIDATION_ERROR");
+  assert.equal(result.error, thrown);
+  const end = events(options, "event = 'end'");
+  assert.equal(end.length, 1);
+  assert.equal(end[0].error_code, "VALIDATION_ERROR");
+  assert.match(end[0].detail, /invoice 7 has no customer/);
+  assert.equal(events(options, "event = 'dead_letter'").length, 1);
+});
+
+test("retried: a retryable code calls the callback again with attempt n+1 and a new fence", async () => {
+  const { options } = setup("retry");
+  const runs = [];
+  const result = await guard({ ...options, scheduledAt: S }, (run) => {
+    runs.push(run);
+    if (run.attempt === 1) throw Object.assign(new Error("upstream timed out"), { code: "ETIMEDOUT" });
+  });
+  assert.equal(result.status, "succeeded");
+  assert.deepEqual(runs.map((r) => r.attempt), [1, 2]);
+  assert.ok(runs[1].fence > runs[0].fence, "a new fencing token per attempt");
+  assert.equal(runs[0].signal.aborted, false);
+  assert.deepEqual(events(options, "event = 'end'").map((e) => [e.attempt, e.status, e.error_code]),
+    [[1, "failure", "ETIMEDOUT"], [2, "success", null]]);
+});
+
+test("the deadline wins: a callback that never settles is aborted at deadline - grace and the attempt ends TTL_EXCEEDED", async () => {
+  const { options } = setup("deadline");
+  let seen;
+  let abortedAt;
+  const result = await guard({ ...options, job: "stuck", scheduledAt: S }, (run) => {
+    seen = run;
+    run.signal.addEventListener("abort", () => { abortedAt = new Date(); });
+    return new Promise(() => {}); // never settles
+  });
+  assert.equal(result.code, "TTL_EXCEEDED");
+  assert.notEqual(result.status, "succeeded");
+  assert.equal(seen.signal.aborted, true);
+  assert.equal(seen.signal.reason.code, "TTL_EXCEEDED");
+  assert.ok(abortedAt, "the signal fired");
+  await assert.rejects(seen.output("late"), { code: "E_OUTPUT" }, "no output after the deadline");
+  const end = events(options, "event = 'end'");
+  assert.deepEqual(end.map((e) => [e.status, e.error_code]), [["failure", "TTL_EXCEEDED"]]);
+});
+
+test("a callback that settles after the deadline changes nothing", async () => {
+  const { options } = setup("late");
+  const result = await guard({ ...options, job: "stuck", scheduledAt: S }, (run) =>
+    new Promise((resolve) => run.signal.addEventListener("abort", () => setTimeout(resolve, 2000))));
+  assert.equal(result.code, "TTL_EXCEEDED");
+  assert.deepEqual(events(options, "event = 'end'").map((e) => e.error_code), ["TTL_EXCEEDED"]);
+});
+
+/** What `batchguard run` says on stderr for the same arguments, without the link. */
+async function cliMessage(args) {
+  const out = await run(binary(), ["run", ...args, "--", "true"]);
+  return out.stderr;
+}
+
+test("bad input rejects with the CLI's message and a code naming the case; the callback never runs", async (t) => {
+  const { dir, options } = setup("bad");
+  const cases = [
+    ["E_MANIFEST", { ...options, manifest: path.join(dir, "missing.yaml") }],
+    ["E_JOB", { ...options, job: "nope" }],
+    ["E_STORE_URL", { ...options, store: "ftp://example/store" }],
+    ["E_STORE", { ...options, job: "remote", store: "postgres://nobody@127.0.0.1:1/none" }],
+    ["E_SLOT", { ...options, scheduledAt: "2026-11-30T10:00:30Z" }],
+  ];
+  for (const [code, opts] of cases) {
+    await t.test(code, async () => {
+      let ran = false;
+      const err = await guard(opts, () => { ran = true; }).then(
+        () => assert.fail("resolved"),
+        (e) => e,
+      );
+      assert.equal(ran, false);
+      assert.ok(err instanceof Error);
+      assert.equal(err.code, code, err.message);
+      const args = ["--manifest", opts.manifest, "--job", opts.job, "--store", opts.store];
+      if (opts.scheduledAt) args.push("--scheduled-at", String(opts.scheduledAt));
+      const said = await cliMessage(args);
+      assert.ok(said.includes(err.message.split("\n")[0]), `CLI said:\n${said}\nguard said:\n${err.message}`);
+    });
+  }
+});
+
+test("a Node.js process killed with kill -9 inside its callback: the run ends INTERRUPTED within seconds and the next call catches the slot up", async () => {
+  const { dir, options } = setup("kill9");
+  const script = path.join(dir, "worker.js");
+  fs.writeFileSync(script, `
+    const { guard } = require(${JSON.stringify(packageDir)});
+    guard(${JSON.stringify({ ...options, scheduledAt: S.toISOString(), instance: "doomed" })}, (run) => {
+      process.stdout.write("working " + run.runId + "\\n");
+      return new Promise(() => {});
+    });
+  `);
+  const worker = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "inherit"] });
+  const runId = await new Promise((resolve) => {
+    worker.stdout.on("data", (d) => { const m = /working (\S+)/.exec(String(d)); if (m) resolve(m[1]); });
+  });
+  assert.equal(events(options, "event = 'start'").length, 1);
+  worker.kill("SIGKILL");
+  const end = await until(() => events(options, `event = 'end' and run_id = '${runId}'`)[0], 10_000, "the interrupted end");
+  assert.equal(end.status, "failure");
+  assert.equal(end.error_code, "INTERRUPTED");
+
+  let trigger;
+  const next = await guard({ ...options, scheduledAt: minute(1), instance: "survivor" }, (run) => { trigger = run.trigger; });
+  assert.equal(next.status, "succeeded");
+  assert.deepEqual(next.slot, S, "the interrupted slot is the one worked");
+  assert.equal(trigger, "catch_up");
+});
+
+test("the Node.js process told to stop (SIGTERM): the callback's signal aborts, the run ends INTERRUPTED, the process then stops", async () => {
+  const { dir, options } = setup("term");
+  const script = path.join(dir, "worker.js");
+  fs.writeFileSync(script, `
+    const { guard } = require(${JSON.stringify(packageDir)});
+    guard(${JSON.stringify({ ...options, scheduledAt: S.toISOString() })}, (run) => new Promise((resolve) => {
+      run.signal.addEventListener("abort", () => {
+        process.stdout.write("aborted " + run.signal.reason.code + "\\n");
+        resolve();
+      });
+      process.stdout.write("working\\n");
+    })).then((r) => process.stdout.write("result " + r.status + "\\n"), (e) => process.stdout.write("error " + e.code + "\\n"));
+  `);
+  const worker = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  const exited = new Promise((resolve) => worker.on("exit", (code, signal) => resolve({ code, signal })));
+  await new Promise((resolve) => worker.stdout.on("data", (d) => { out += d; if (out.includes("working")) resolve(); }));
+  worker.kill("SIGTERM");
+  const { signal } = await exited;
+  assert.match(out, /aborted INTERRUPTED\nresult failed\n/, "the call resolves before the process stops");
+  assert.equal(signal, "SIGTERM", `the process stops by the signal it was sent (output: ${out})`);
+  const end = events(options, "event = 'end'");
+  assert.deepEqual(end.map((e) => [e.status, e.error_code]), [["failure", "INTERRUPTED"]]);
+});
+
+test("exitOnDeadline: the process exits with 124 once the guard has recorded the deadline", async () => {
+  const { dir, options } = setup("exit");
+  const script = path.join(dir, "worker.js");
+  fs.writeFileSync(script, `
+    const { guard } = require(${JSON.stringify(packageDir)});
+    guard(${JSON.stringify({ ...options, job: "stuck", scheduledAt: S.toISOString(), exitOnDeadline: true })},
+      () => new Promise(() => {}));
+  `);
+  const worker = spawn(process.execPath, [script], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  worker.stderr.on("data", (d) => (stderr += d));
+  const code = await new Promise((resolve) => worker.on("exit", (c) => resolve(c)));
+  assert.equal(code, 124, stderr);
+  assert.match(stderr, /still running at the deadline; exiting \(exitOnDeadline\)/);
+  assert.deepEqual(events(options, "event = 'end'").map((e) => e.error_code), ["TTL_EXCEEDED"]);
+});

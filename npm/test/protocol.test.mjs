@@ -1,0 +1,132 @@
+// The JSON-lines protocol as the package parses it (docs/node-protocol.md), against a tiny
+// stand-in peer; the guard's behaviour itself is tested against the real binary (guard.test.mjs).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { guard, guarded, tickTime } from "../batchguard/index.mjs";
+
+const fake = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "fake-link.mjs");
+const options = { manifest: "m.yaml", job: "j", stderr: "ignore" };
+
+function withFake(scenario, fn) {
+  const saved = { ...process.env };
+  process.env.BATCHGUARD_BINARY = fake;
+  process.env.FAKE_SCENARIO = scenario;
+  return fn().finally(() => {
+    process.env.BATCHGUARD_BINARY = saved.BATCHGUARD_BINARY;
+    process.env.FAKE_SCENARIO = saved.FAKE_SCENARIO;
+    if (saved.BATCHGUARD_BINARY === undefined) delete process.env.BATCHGUARD_BINARY;
+    if (saved.FAKE_SCENARIO === undefined) delete process.env.FAKE_SCENARIO;
+  });
+}
+
+test("an error line rejects with its code and message, the callback never called", () =>
+  withFake("error", async () => {
+    let called = false;
+    await assert.rejects(guard(options, () => { called = true; }), (err) => {
+      assert.equal(err.code, "E_JOB");
+      assert.equal(err.message, "no job `nope` in m.yaml");
+      return true;
+    });
+    assert.equal(called, false);
+  }));
+
+test("a binary that exits without a result rejects with E_RUN and its stderr", () =>
+  withFake("not-link", async () => {
+    await assert.rejects(guard(options, () => {}), (err) => {
+      assert.equal(err.code, "E_RUN");
+      assert.match(err.message, /exited with 2 without a result: error: unexpected argument '--link'/);
+      return true;
+    });
+  }));
+
+test("options become the CLI's flags", () =>
+  withFake("args", async () => {
+    const result = await guard(
+      { ...options, store: "sqlite:s.db", instance: "i-1", ledger: "l.jsonl", config: "b.toml",
+        scheduledAt: new Date("2026-03-01T02:00:00.000Z") },
+      () => {},
+    );
+    assert.deepEqual(JSON.parse(result.reason), [
+      "run", "--manifest", "m.yaml", "--job", "j", "--link", "--store", "sqlite:s.db",
+      "--instance", "i-1", "--ledger", "l.jsonl", "--config", "b.toml",
+      "--scheduled-at", "2026-03-01T02:00:00.000Z",
+    ]);
+  }));
+
+test("acquired becomes run (bigint fence past 2^53, Dates), outputs are acked or refused, done is sent", () =>
+  withFake("success", async () => {
+    let seen;
+    const result = await guard(options, async (run) => {
+      seen = run;
+      await run.output("inv-1");
+      await assert.rejects(run.output("refused"), { code: "E_OUTPUT", message: "after the deadline" });
+    });
+    assert.equal(seen.fence, 9007199254740993n);
+    assert.equal(typeof seen.fence, "bigint");
+    assert.deepEqual(seen.slot, new Date("2026-03-01T02:00:00Z"));
+    assert.deepEqual(seen.deadline, new Date("2026-03-01T02:01:29Z"));
+    assert.equal(seen.attempt, 2);
+    assert.equal(seen.trigger, "retry");
+    assert.equal(seen.signal.aborted, false);
+    assert.equal(result.status, "succeeded");
+    assert.equal(result.fence, 9007199254740993n);
+    const sent = JSON.parse(result.reason);
+    assert.deepEqual(sent.map((m) => m.op), ["output", "output", "done"]);
+    assert.deepEqual(sent[2], { op: "done", status: "success" });
+    await assert.rejects(seen.output("late"), { code: "E_OUTPUT" });
+  }));
+
+test("a thrown error is sent as done failure with err.code, and is the result's error", () =>
+  withFake("success", async () => {
+    const thrown = Object.assign(new Error("connection reset"), { code: "ECONNRESET" });
+    const result = await guard(options, () => { throw thrown; });
+    assert.equal(result.status, "failed");
+    assert.equal(result.code, "ECONNRESET");
+    assert.equal(result.error, thrown);
+    const sent = JSON.parse(result.reason);
+    assert.deepEqual(sent.at(-1), { op: "done", status: "failure", code: "ECONNRESET", message: "connection reset" });
+  }));
+
+test("an error without a string code is EXCEPTION", () =>
+  withFake("success", async () => {
+    const result = await guard(options, async () => { throw new Error("boom"); });
+    assert.equal(result.code, "EXCEPTION");
+  }));
+
+test("a missing binary rejects with E_BINARY", async () => {
+  const saved = process.env.BATCHGUARD_BINARY;
+  process.env.BATCHGUARD_BINARY = "/nonexistent/batchguard";
+  try {
+    await assert.rejects(guard(options, () => {}), { code: "E_BINARY", message: /BATCHGUARD_BINARY=\/nonexistent\/batchguard: no such file/ });
+  } finally {
+    if (saved === undefined) delete process.env.BATCHGUARD_BINARY;
+    else process.env.BATCHGUARD_BINARY = saved;
+  }
+});
+
+test("bad options reject with E_OPTIONS before anything runs", async () => {
+  await assert.rejects(guard({ job: "j" }, () => {}), { code: "E_OPTIONS", message: /`manifest` is required/ });
+  await assert.rejects(guard(options, "not a function"), { code: "E_OPTIONS" });
+  await assert.rejects(guard({ ...options, scheduledAt: new Date("x") }, () => {}), { code: "E_OPTIONS" });
+});
+
+test("tick times: node-cron 4's context, node-cron 3's Date, croner's instance, none", () => {
+  const slot = new Date("2026-03-01T02:00:00Z");
+  assert.equal(tickTime([{ date: slot, triggeredAt: new Date(), execution: { reason: "scheduled" } }]), slot);
+  assert.equal(tickTime([{ date: slot, triggeredAt: new Date(), execution: { reason: "invoked" } }]), undefined);
+  assert.equal(tickTime([slot]), slot);
+  const triggered = new Date(slot.getTime() + 16);
+  const croner = { currentRun: () => triggered, previousRuns: (n, ref) => (ref === triggered ? [slot] : []) };
+  assert.equal(tickTime([croner, undefined]), slot);
+  assert.equal(tickTime([]), undefined);
+  assert.equal(tickTime(["manual"]), undefined);
+});
+
+test("guarded passes the tick time as --scheduled-at and the scheduler's arguments to fn", () =>
+  withFake("args", async () => {
+    const slot = new Date("2026-03-01T02:00:00Z");
+    const result = await guarded(options, () => {})({ currentRun: () => slot, previousRuns: () => [slot] });
+    assert.ok(JSON.parse(result.reason).includes("2026-03-01T02:00:00.000Z"));
+  }));
