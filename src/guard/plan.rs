@@ -344,7 +344,10 @@ fn steps(opts: &Options, code: &mut &'static str) -> Result<Plan, String> {
         job_name: opts.job.clone(),
         ledger_job: opts.job.clone(),
         service: loaded.manifest.service_name(&opts.manifest),
-        instance: opts.instance.clone().unwrap_or_else(|| default_instance(opts.link)),
+        instance: opts
+            .instance
+            .clone()
+            .unwrap_or_else(|| default_instance(opts.link)),
         schedule,
         tz,
         ttl,
