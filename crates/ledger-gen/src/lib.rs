@@ -278,7 +278,9 @@ fn platform_of(d: Dialect) -> &'static str {
     }
 }
 
-fn manifest_yaml(dialect: Dialect, jobs: &[Job]) -> String {
+/// The jobs were deployed at `from` (`since:`): a defect injected into a job's first slot
+/// is a missed slot, not one before the job existed.
+fn manifest_yaml(dialect: Dialect, jobs: &[Job], from: Timestamp) -> String {
     let mut y = String::new();
     y.push_str(
         "# yaml-language-server: $schema=https://batchguard.dev/schemas/manifest.schema.json\n",
@@ -298,7 +300,7 @@ fn manifest_yaml(dialect: Dialect, jobs: &[Job]) -> String {
     for j in jobs {
         let n = &j.name;
         y.push_str(&format!(
-            "  - name: {n}\n    schedule: \"{}\"\n    timezone: {}\n    expected_duration: {}\n    \
+            "  - name: {n}\n    since: \"{from}\"\n    schedule: \"{}\"\n    timezone: {}\n    expected_duration: {}\n    \
              command: [\"node\", \"jobs/{}.js\"]\n    lock:\n      key: \"{{job}}:{{scheduled_at}}\"\n      \
              ttl: {}\n      store: postgres\n    idempotency:\n      strategy: unique_key\n      \
              key: record_id\n    retry:\n      max_attempts: {}\n      backoff: exponential\n      \
@@ -570,7 +572,7 @@ pub fn generate(opts: &GenOptions) -> io::Result<Generated> {
 
     std::fs::write(
         opts.out.join("manifest.batchguard.yaml"),
-        manifest_yaml(dialect, &jobs),
+        manifest_yaml(dialect, &jobs, from),
     )?;
     let (mut w, events_path, outputs_path) = Writer::create(&opts.out, opts.format)?;
     let mut findings = [0u64; 12];
