@@ -11,6 +11,9 @@ pub struct DrillJob {
     pub plan: Plan,
     pub replay: Vec<String>,
     pub verify: Option<Vec<String>>,
+    /// `replay.setup` and `replay.teardown`: run once per sandbox (SPEC 7.3).
+    pub setup: Option<Vec<String>>,
+    pub teardown: Option<Vec<String>>,
     pub key: String,
     pub format: Format,
     pub expected: Duration,
@@ -49,11 +52,15 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
     let shown = opts.manifest.display().to_string();
     let bytes = guard::plan::read_manifest(&opts.manifest)
         .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let (_, loaded) = crate::manifest::load::load(&bytes);
+    let (source, loaded) = crate::manifest::load::load(&bytes);
     // The guard's own reading gives the located message for a file that is no manifest
     // and the did-you-mean for a job name; so it goes first.
     let job = loaded.job(&opts.job).ok();
     let name = &opts.job;
+    if let Some(j) = job {
+        unknown_replay_key(&loaded, &j.replay, source.as_deref())
+            .map_err(|e| format!("{shown}:{e}"))?;
+    }
     let replay_field = job.and_then(|j| j.replay.value());
     let replay = match replay_field.map(|r| argv(&r.command, "replay.command", name)) {
         Some(Ok(Some(v))) => Some(v),
@@ -95,10 +102,14 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
             "{shown}: job `{name}` has no `replay.command`: a drill replays the slot's snapshot through it (e.g. replay: {{command: [\"node\", \"jobs/settle.js\", \"--input\", \"{{snapshot}}\"]}})"
         )
     })?;
-    let verify = match replay_field {
-        Some(r) => argv(&r.verify, "replay.verify", name).map_err(|e| format!("{shown}: {e}"))?,
-        None => None,
-    };
+    let replay_argv =
+        |f: fn(&crate::manifest::model::Replay) -> &Field<Command>, what| match replay_field {
+            Some(r) => argv(f(r), what, name).map_err(|e| format!("{shown}: {e}")),
+            None => Ok(None),
+        };
+    let verify = replay_argv(|r| &r.verify, "replay.verify")?;
+    let setup = replay_argv(|r| &r.setup, "replay.setup")?;
+    let teardown = replay_argv(|r| &r.teardown, "replay.teardown")?;
     let snap = job.snapshot.value();
     let key = snap.and_then(|s| text(&s.key)).ok_or_else(|| {
         format!(
@@ -139,9 +150,43 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
         plan,
         replay,
         verify,
+        setup,
+        teardown,
         key,
         format,
         expected,
         runbook,
     })
+}
+
+/// A key of the job's `replay` that the manifest format does not know: refused, with its
+/// line and column, rather than a drill that runs without what the key meant to say (a
+/// misspelt `teardown` would leave every sandbox's database schema behind).
+fn unknown_replay_key(
+    loaded: &crate::manifest::load::Loaded,
+    replay: &Field<crate::manifest::model::Replay>,
+    text: Option<&str>,
+) -> Result<(), String> {
+    let Field::Ok(r) = replay else {
+        return Ok(());
+    };
+    let inside = r.span.start..r.span.start + r.span.len;
+    let Some(d) = loaded.diags.iter().find(|d| {
+        d.issue == crate::manifest::Issue::UnknownField && inside.contains(&d.span.start)
+    }) else {
+        return Ok(());
+    };
+    let at = text.map_or_else(String::new, |t| {
+        let before = &t[..d.span.start.min(t.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+            .chars()
+            .count()
+            + 1;
+        format!("{line}:{col}:")
+    });
+    Err(format!(
+        "{at} {} in `replay` ({}): a drill does not run a job whose replay it cannot read whole (the keys of replay are command, verify, setup, teardown)",
+        d.message, d.help
+    ))
 }
