@@ -57,10 +57,7 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
     // and the did-you-mean for a job name; so it goes first.
     let job = loaded.job(&opts.job).ok();
     let name = &opts.job;
-    if let Some(j) = job {
-        unknown_replay_key(&loaded, &j.replay, source.as_deref())
-            .map_err(|e| format!("{shown}:{e}"))?;
-    }
+    unknown_replay_key(&loaded, name, source.as_deref()).map_err(|e| format!("{shown}:{e}"))?;
     let replay_field = job.and_then(|j| j.replay.value());
     let replay = match replay_field.map(|r| argv(&r.command, "replay.command", name)) {
         Some(Ok(Some(v))) => Some(v),
@@ -159,34 +156,64 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
     })
 }
 
-/// A key of the job's `replay` that the manifest format does not know: refused, with its
-/// line and column, rather than a drill that runs without what the key meant to say (a
-/// misspelt `teardown` would leave every sandbox's database schema behind).
+/// A key of the job's `replay` (or of `defaults.replay`) that the manifest format does
+/// not know: refused, with its line and column, rather than a drill that runs without
+/// what the key meant to say (a misspelt `teardown` would leave every sandbox's database
+/// schema behind).
 fn unknown_replay_key(
     loaded: &crate::manifest::load::Loaded,
-    replay: &Field<crate::manifest::model::Replay>,
+    job: &str,
     text: Option<&str>,
 ) -> Result<(), String> {
-    let Field::Ok(r) = replay else {
+    use crate::manifest::model::Replay;
+    use crate::manifest::yaml::{Node, Value};
+    fn get<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
+        match &n.value {
+            Value::Map(kv) => kv
+                .iter()
+                .find(|(k, _)| matches!(&k.value, Value::Str(s) if s == key))
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+    let Some(root) = &loaded.root else {
         return Ok(());
     };
-    let inside = r.span.start..r.span.start + r.span.len;
-    let Some(d) = loaded.diags.iter().find(|d| {
-        d.issue == crate::manifest::Issue::UnknownField && inside.contains(&d.span.start)
-    }) else {
-        return Ok(());
-    };
-    let at = text.map_or_else(String::new, |t| {
-        let before = &t[..d.span.start.min(t.len())];
-        let line = before.matches('\n').count() + 1;
-        let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
-            .chars()
-            .count()
-            + 1;
-        format!("{line}:{col}:")
-    });
-    Err(format!(
-        "{at} {} in `replay` ({}): a drill does not run a job whose replay it cannot read whole (the keys of replay are command, verify, setup, teardown)",
-        d.message, d.help
-    ))
+    let mut replays: Vec<&Node> = get(root, "defaults")
+        .and_then(|d| get(d, "replay"))
+        .into_iter()
+        .collect();
+    if let Some(Value::Seq(jobs)) = get(root, "jobs").map(|j| &j.value) {
+        replays.extend(
+            jobs.iter()
+                .filter(|j| get(j, "name").is_some_and(|n| n.value == Value::Str(job.into())))
+                .filter_map(|j| get(j, "replay")),
+        );
+    }
+    for r in replays {
+        let Value::Map(kv) = &r.value else { continue };
+        for (k, _) in kv {
+            let Value::Str(name) = &k.value else { continue };
+            if Replay::FIELDS.contains(&name.as_str()) {
+                continue;
+            }
+            let at = text.map_or_else(String::new, |t| {
+                let before = &t[..k.span.start.min(t.len())];
+                let line = before.matches('\n').count() + 1;
+                let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+                    .chars()
+                    .count()
+                    + 1;
+                format!("{line}:{col}:")
+            });
+            let hint = crate::text::closest(name, Replay::FIELDS)
+                .map(|c| format!(" (did you mean `{c}`?)"))
+                .unwrap_or_default();
+            return Err(format!(
+                "{at} unknown field `{name}` in `replay`{hint}: a drill does not run a job whose replay it cannot read whole (its keys are {})",
+                Replay::FIELDS.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
