@@ -61,18 +61,24 @@ fn database(tag: &str) -> Option<pgdb::TestDb> {
     pgdb::fresh(tag)
 }
 
-/// `drill --format json` of `job` in `manifest`, with the job's database; the exit code,
-/// the report and stderr.
-fn drill(db: &pgdb::TestDb, manifest: &Path, job: &str, extra: &[&str]) -> (i32, Value, String) {
-    let out = bg()
-        .current_dir(root())
+/// `drill` of `job` in `manifest` for the example slot, with the job's database.
+fn drill_cmd(db: &pgdb::TestDb, manifest: &Path, job: &str) -> assert_cmd::Command {
+    let mut c = bg();
+    c.current_dir(root())
         .env("DATABASE_URL", &db.url)
         .env_remove("SETTLE_SCHEMA")
         .args(["drill", "--manifest"])
         .arg(manifest)
         .args(["--job", job, "--snapshot"])
         .arg(snapshot())
-        .args(["--scheduled-at", SLOT, "--format", "json"])
+        .args(["--scheduled-at", SLOT]);
+    c
+}
+
+/// `drill --format json`: the exit code, the report and stderr.
+fn drill_json(mut c: assert_cmd::Command, extra: &[&str]) -> (i32, Value, String) {
+    let out = c
+        .args(["--format", "json"])
         .args(extra)
         .output()
         .expect("drill runs");
@@ -80,6 +86,10 @@ fn drill(db: &pgdb::TestDb, manifest: &Path, job: &str, extra: &[&str]) -> (i32,
     let report = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("drill prints JSON ({e}); stderr: {stderr}"));
     (out.status.code().unwrap_or(-1), report, stderr)
+}
+
+fn drill(db: &pgdb::TestDb, manifest: &Path, job: &str, extra: &[&str]) -> (i32, Value, String) {
+    drill_json(drill_cmd(db, manifest, job), extra)
 }
 
 fn scenarios(r: &Value) -> BTreeMap<String, Value> {
@@ -209,20 +219,10 @@ fn state_shared_between_sandboxes_is_caught_serial_and_parallel() {
             .status()
             .expect("node runs");
         assert!(made.success());
-        let out = bg()
-            .current_dir(root())
-            .env("DATABASE_URL", &db.url)
-            .env("SETTLE_SCHEMA", &schema)
-            .args(["drill", "--manifest"])
-            .arg(&m)
-            .args(["--job", "settle", "--snapshot"])
-            .arg(snapshot())
-            .args(["--scheduled-at", SLOT, "--format", "json", "--jobs", jobs])
-            .output()
-            .expect("drill runs");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{tag}: {err}");
-        let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let mut c = drill_cmd(&db, &m, "settle");
+        c.env("SETTLE_SCHEMA", &schema);
+        let (code, r, err) = drill_json(c, &["--jobs", jobs]);
+        assert_eq!(code, 1, "{tag}: {err}");
         assert_eq!(r["passed"], false);
         assert_eq!(names(&r), ALL);
         for (name, s) in scenarios(&r) {
@@ -333,14 +333,8 @@ fn a_failing_teardown_is_reported_and_fails_the_drill() {
         );
     }
     // The pretty report says it too.
-    let out = bg()
-        .current_dir(root())
-        .env("DATABASE_URL", &db.url)
-        .args(["drill", "--manifest"])
-        .arg(&m)
-        .args(["--job", "settle", "--snapshot"])
-        .arg(snapshot())
-        .args(["--scheduled-at", SLOT, "--scenarios", "clean"])
+    let out = drill_cmd(&db, &m, "settle")
+        .args(["--scenarios", "clean"])
         .output()
         .expect("drill runs");
     assert_eq!(out.status.code(), Some(1));

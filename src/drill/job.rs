@@ -167,14 +167,14 @@ fn unknown_replay_key(
 ) -> Result<(), String> {
     use crate::manifest::model::Replay;
     use crate::manifest::yaml::{Node, Value};
+    /// A mapping's value at `key` (`sources/` has the same; the drill does not import it).
     fn get<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
-        match &n.value {
-            Value::Map(kv) => kv
-                .iter()
-                .find(|(k, _)| matches!(&k.value, Value::Str(s) if s == key))
-                .map(|(_, v)| v),
-            _ => None,
-        }
+        let Value::Map(kv) = &n.value else {
+            return None;
+        };
+        kv.iter()
+            .find(|(k, _)| matches!(&k.value, Value::Str(s) if s == key))
+            .map(|(_, v)| v)
     }
     let Some(root) = &loaded.root else {
         return Ok(());
@@ -198,12 +198,9 @@ fn unknown_replay_key(
                 continue;
             }
             let at = text.map_or_else(String::new, |t| {
-                let before = &t[..k.span.start.min(t.len())];
-                let line = before.matches('\n').count() + 1;
-                let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
-                    .chars()
-                    .count()
-                    + 1;
+                let file =
+                    crate::text::SourceFile::new(Default::default(), String::new(), t.into());
+                let (line, col) = file.line_col(k.span.start);
                 format!("{line}:{col}:")
             });
             let hint = crate::text::closest(name, Replay::FIELDS)
