@@ -30,7 +30,7 @@ async function main(action) {
         CREATE TABLE IF NOT EXISTS ${s}.fence (id int PRIMARY KEY, last_fence bigint NOT NULL);
         INSERT INTO ${s}.fence VALUES (1, 0) ON CONFLICT DO NOTHING`);
     } else if (action === "teardown") {
-      await db.query(`DROP SCHEMA IF EXISTS ${ident(schema())} CASCADE`);
+      await db.query(`SET client_min_messages TO warning; DROP SCHEMA IF EXISTS ${ident(schema())} CASCADE`);
     } else if (action === "list") {
       for (const k of await db.query(`SELECT payment_id FROM ${ident(schema())}.settled ORDER BY payment_id`)) {
         console.log(k);

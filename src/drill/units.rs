@@ -214,6 +214,8 @@ fn scenario(cx: &Cx, sb: &Sandbox, sc: Scenario) -> Result<ScenarioResult, Strin
 /// A scenario that did not run because its sandbox could not be made ready.
 pub fn not_run(cx: &Cx, sc: Scenario, why: &str) -> ScenarioResult {
     let mut r = count::tally(cx, sc.name(), &[], 0, false);
+    // Nothing ran: no record is missing for anything this scenario did.
+    r.missing = 0;
     r.reason = Some(format!("not run: {why}"));
     r.passed = false;
     r
