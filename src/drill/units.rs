@@ -15,7 +15,7 @@ use super::external;
 use super::sandbox::{Cx, Root, Sandbox};
 use super::{Scenario, ScenarioResult, count, scenarios};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -79,21 +79,38 @@ pub fn run_all(
         pool(cx, root, units, 0, at_once, untouched, &store);
     } else {
         // The first unit's first scenario shows whether the job keeps its state in the
-        // sandbox directory; the others wait for that fact.
+        // sandbox directory; the others wait for that fact. Once its own scenarios are
+        // done, the first unit's thread takes the units left like every other worker.
+        let next = AtomicUsize::new(1);
+        let together = AtomicBool::new(false);
+        let work = || {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(u) = units.get(i) else { break };
+                store(i, run_unit(cx, root, u, untouched, None));
+            }
+        };
         std::thread::scope(|s| {
             let (tx, rx) = mpsc::channel::<bool>();
-            let first = s.spawn(|| run_unit(cx, root, &units[0], untouched, Some(tx)));
+            let first = s.spawn(|| {
+                store(0, run_unit(cx, root, &units[0], untouched, Some(tx)));
+                if together.load(Ordering::SeqCst) {
+                    work();
+                }
+            });
             if rx.recv().unwrap_or(false) {
                 at_once = jobs.min(units.len());
                 cx.parallel.store(true, Ordering::Relaxed);
-                pool(cx, root, units, 1, at_once - 1, untouched, &store);
-                store(0, join(first));
-            } else {
-                store(0, join(first));
-                for (i, u) in units.iter().enumerate().skip(1) {
-                    store(i, run_unit(cx, root, u, untouched, None));
+                together.store(true, Ordering::SeqCst);
+                for _ in 1..at_once {
+                    s.spawn(work);
                 }
             }
+            if first.join().is_err() {
+                store(0, Err(INTERNAL.into()));
+            }
+            // One after the other: the rest on this thread (a no-op when workers took it).
+            work();
         });
     }
     super::sandbox::reap_orphans();
@@ -106,10 +123,7 @@ pub fn run_all(
     (outs, at_once)
 }
 
-fn join(h: std::thread::ScopedJoinHandle<'_, Result<UnitOut, String>>) -> Result<UnitOut, String> {
-    h.join()
-        .unwrap_or_else(|_| Err("a sandbox's scenarios stopped on an internal error".into()))
-}
+const INTERNAL: &str = "a sandbox's scenarios stopped on an internal error";
 
 /// Units `from..` on `workers` threads, each taking the next unit not yet taken.
 fn pool(
