@@ -66,6 +66,16 @@ fn scenario<'a>(r: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no scenario {name} in {r:#}"))
 }
 
+/// The scenarios' names, in the report's order.
+fn names(r: &Value) -> Vec<&str> {
+    r["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect()
+}
+
 fn n(s: &Value, field: &str) -> u64 {
     s[field]
         .as_u64()
@@ -146,12 +156,7 @@ fn the_idempotent_example_passes_every_scenario() {
     // Its state is under BATCHGUARD_SANDBOX (seen after `clean`): two sandboxes at a time,
     // reported in the fixed order whatever finished first.
     assert_eq!(r["scenarios_at_once"], 2, "{r:#}");
-    let names: Vec<&str> = r["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = names(&r);
     assert_eq!(
         names,
         ["clean", "rerun", "concurrent", "crash", "retry", "stale"]
@@ -204,12 +209,7 @@ fn the_idempotent_job_counted_by_its_outputs_passes_too() {
     );
     assert_eq!(code, 0, "{err}\n{r:#}");
     assert_eq!(r["counted_by"], "outputs_file");
-    let names: Vec<&str> = r["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = names(&r);
     // Selecting rerun runs clean first.
     assert_eq!(names, ["clean", "rerun", "concurrent", "stale"]);
     assert_eq!(n(scenario(&r, "clean"), "outputs"), 40);
