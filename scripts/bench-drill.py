@@ -8,12 +8,14 @@ One command: builds batchguard (release), writes the snapshot, then prints side 
     fresh state directory, writing its outputs file as under `run`, no batchguard), run
     right after each drill so that both see the same filesystem, and of the whole drill
     (all six scenarios);
-  * their ratio (SPEC 10 target: the drill under 10 x the job's own run time);
+    with each `--jobs` setting (default 1 and 2: one sandbox at a time, and two);
+  * their ratios (SPEC 10 target: the drill under 10 x the job's own run time; with 2
+    cores and `--jobs 2`, under 4 x);
   * CPU seconds of the drill's process tree, and the share of it that is batchguard's own:
     the tree's CPU minus what the job's executions and replay.verify used (the drill's
     report says, `job_cpu_seconds`, measured by the tap that reaps each execution).
 
-    python3 scripts/bench-drill.py [--records 10000] [--runs 3]
+    python3 scripts/bench-drill.py [--records 10000] [--runs 3] [--jobs 1,2]
 
 Needs `node` on PATH.
 """
@@ -32,7 +34,6 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
 JOB = ROOT / "examples" / "jobs" / "settle-idempotent.js"
-VERIFY = ROOT / "examples" / "jobs" / "list-applied.js"
 MANIFEST = ROOT / "examples" / "jobs" / "billing.batchguard.yaml"
 SLOT = "2026-03-01T02:00:00Z"
 
@@ -55,7 +56,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--jobs", default="1,2",
+                    help="comma-separated --jobs settings of the drill to compare (default 1,2)")
     a = ap.parse_args()
+    jobs_list = [int(j) for j in a.jobs.split(",") if j.strip()]
     if shutil.which("node") is None:
         sys.exit("bench-drill: node is not on PATH")
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "batchguard",
@@ -68,21 +72,26 @@ def main():
             for i in range(a.records):
                 f.write(json.dumps({"payment_id": f"pay-{i:06d}", "amount": (i * 137) % 900 + 100},
                                    separators=(",", ":")) + "\n")
-        job_walls, job_cpus, verify_cpus, drill_walls, drill_cpus = [], [], [], [], []
-        jobs_in_drill = []
-        report = None
+        job_walls, job_cpus = [], []
+        drill_walls = {j: [] for j in jobs_list}
+        drill_cpus = {j: [] for j in jobs_list}
+        jobs_in_drill = {j: [] for j in jobs_list}
+        reports = {}
         for run in range(a.runs):
-            out = work / f"drill-{run}.json"
-            p, wall, cpu = timed([bg, "drill", "--manifest", str(MANIFEST), "--job", "settle-payments",
-                                  "--snapshot", str(snap), "--scheduled-at", SLOT,
-                                  "--format", "json", "--out", str(out)])
-            if p.returncode != 0:
-                sys.exit(f"the drill did not pass ({p.returncode}):\n{p.stderr.decode()}")
-            report = json.loads(out.read_text())
-            drill_walls.append(wall)
-            drill_cpus.append(cpu)
-            jobs_in_drill.append(report["job_cpu_seconds"])
-            # The job alone right after the drill, on the filesystem the drill's own
+            # Each setting's drill, then the job alone, in every round: all of them see
+            # the same load of the shared machine, round by round.
+            for j in jobs_list:
+                out = work / f"drill-{run}-{j}.json"
+                p, wall, cpu = timed([bg, "drill", "--manifest", str(MANIFEST), "--job", "settle-payments",
+                                      "--snapshot", str(snap), "--scheduled-at", SLOT,
+                                      "--jobs", str(j), "--format", "json", "--out", str(out)])
+                if p.returncode != 0:
+                    sys.exit(f"the drill did not pass ({p.returncode}):\n{p.stderr.decode()}")
+                reports[j] = json.loads(out.read_text())
+                drill_walls[j].append(wall)
+                drill_cpus[j].append(cpu)
+                jobs_in_drill[j].append(reports[j]["job_cpu_seconds"])
+            # The job alone right after the drills, on the filesystem the drills' own
             # executions saw: the drill has just deleted its sandboxes, and ext4 allocates
             # inodes slowly for minutes after many deletions (its `recently_deleted` scan),
             # which a job that creates a file per record pays. Measured on a quiet
@@ -101,25 +110,31 @@ def main():
                 sys.exit(p.stderr.decode())
             job_walls.append(wall)
             job_cpus.append(cpu)
-            p, _, cpu = timed(["node", str(VERIFY)], env)
-            verify_cpus.append(cpu)
             shutil.rmtree(alone, ignore_errors=True)
-        job, drill = statistics.median(job_walls), statistics.median(drill_walls)
-        # The drill reports the CPU its job executions (measured by the tap that reaps
-        # each) and replay.verify used; the rest of the process tree is batchguard's.
-        job_cpu = statistics.median(jobs_in_drill)
-        tree = statistics.median(drill_cpus)
-        ours = max(tree - job_cpu, 0.0)
-        print(f"records: {a.records}, runs: {a.runs} (medians)")
-        print(f"{'':28}{'wall s':>10}")
-        print(f"{'job alone (node, one run)':28}{job:>10.3f}")
-        print(f"{'drill, all 6 scenarios':28}{drill:>10.3f}")
-        print(f"ratio drill / job: {drill / job:.1f}x (target: under 10x)")
+        job = statistics.median(job_walls)
+        print(f"records: {a.records}, runs: {a.runs} (medians), cores: {os.cpu_count()}")
+        print(f"{'':32}{'wall s':>10}{'x job':>8}")
+        print(f"{'job alone (node, one run)':32}{job:>10.3f}")
+        for j in jobs_list:
+            drill = statistics.median(drill_walls[j])
+            print(f"{'drill, all 6, --jobs ' + str(j):32}{drill:>10.3f}{drill / job:>7.1f}x"
+                  f"   (sandboxes at a time: {reports[j]['scenarios_at_once']})")
+        print("targets: under 10x (SPEC 10); with 2 cores and --jobs 2, under 4x")
         print(f"job alone CPU: {statistics.median(job_cpus):.3f} s")
-        print(f"drill process tree CPU: {tree:.3f} s; job and verify executions: {job_cpu:.3f} s; "
-              f"batchguard's own: {ours:.3f} s ({100 * ours / tree if tree else 0:.0f}% of the tree)")
-        for s in report["scenarios"]:
-            print(f"  {s['name']:<10} {s['seconds']:>7.3f} s  passed={s['passed']}")
+        for j in jobs_list:
+            # The drill reports the CPU its job executions (measured by the tap that reaps
+            # each) and, when it ran one sandbox at a time, replay.verify used; the rest
+            # of the process tree is batchguard's.
+            job_cpu = statistics.median(jobs_in_drill[j])
+            tree = statistics.median(drill_cpus[j])
+            ours = max(tree - job_cpu, 0.0)
+            note = "" if reports[j]["scenarios_at_once"] == 1 else " (verify's CPU counted as batchguard's)"
+            print(f"--jobs {j}: drill process tree CPU {tree:.3f} s; job executions {job_cpu:.3f} s; "
+                  f"batchguard's own {ours:.3f} s{note}")
+        for j in jobs_list:
+            print(f"scenarios, --jobs {j} (last run):")
+            for s in reports[j]["scenarios"]:
+                print(f"  {s['name']:<10} {s['seconds']:>7.3f} s  passed={s['passed']}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

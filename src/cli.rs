@@ -375,6 +375,11 @@ pub struct DrillArgs {
     /// Time limit per scenario (45s, 10m, 1h). Default: 10 x the job's expected_duration.
     #[arg(long, value_parser = parse_duration)]
     pub time_limit: Option<std::time::Duration>,
+    /// Sandboxes run at the same time, when the job's state is per sandbox (replay.setup,
+    /// or state under BATCHGUARD_SANDBOX). Default: the number of cores; 1 runs them one
+    /// after the other.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: Option<u16>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

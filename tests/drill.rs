@@ -66,6 +66,16 @@ fn scenario<'a>(r: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no scenario {name} in {r:#}"))
 }
 
+/// The scenarios' names, in the report's order.
+fn names(r: &Value) -> Vec<&str> {
+    r["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect()
+}
+
 fn n(s: &Value, field: &str) -> u64 {
     s[field]
         .as_u64()
@@ -139,10 +149,18 @@ fn the_idempotent_example_passes_every_scenario() {
     if !need_node(16) {
         return;
     }
-    let (code, r, err) = drill_slot(MANIFEST, "settle-payments", &[]);
+    let (code, r, err) = drill_slot(MANIFEST, "settle-payments", &["--jobs", "2"]);
     assert_eq!(code, 0, "{err}\n{r:#}");
     assert_eq!(r["passed"], true);
     assert_eq!(r["counted_by"], "verify");
+    // Its state is under BATCHGUARD_SANDBOX (seen after `clean`): two sandboxes at a time,
+    // reported in the fixed order whatever finished first.
+    assert_eq!(r["scenarios_at_once"], 2, "{r:#}");
+    let names = names(&r);
+    assert_eq!(
+        names,
+        ["clean", "rerun", "concurrent", "crash", "retry", "stale"]
+    );
     assert_eq!(r["scheduled_at"], SLOT);
     for s in r["scenarios"].as_array().unwrap() {
         assert_eq!(s["passed"], true, "{s:#}");
@@ -191,12 +209,7 @@ fn the_idempotent_job_counted_by_its_outputs_passes_too() {
     );
     assert_eq!(code, 0, "{err}\n{r:#}");
     assert_eq!(r["counted_by"], "outputs_file");
-    let names: Vec<&str> = r["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = names(&r);
     // Selecting rerun runs clean first.
     assert_eq!(names, ["clean", "rerun", "concurrent", "stale"]);
     assert_eq!(n(scenario(&r, "clean"), "outputs"), 40);
@@ -210,10 +223,12 @@ fn the_naive_example_fails_rerun_crash_retry_and_stale_with_the_keys_it_doubled(
     if !need_node(16) {
         return;
     }
-    let (code, r, err) = drill_slot(MANIFEST, "settle-payments-naive", &[]);
+    let (code, r, err) = drill_slot(MANIFEST, "settle-payments-naive", &["--jobs", "2"]);
     assert_eq!(code, 1, "{err}\n{r:#}");
     assert_eq!(r["passed"], false);
     assert_eq!(r["counted_by"], "outputs_file");
+    // Its `settled.log` is under BATCHGUARD_SANDBOX too: in parallel.
+    assert_eq!(r["scenarios_at_once"], 2, "{r:#}");
     let clean = scenario(&r, "clean");
     assert_eq!(clean["passed"], true);
     assert_eq!(n(clean, "outputs"), 40);
@@ -250,8 +265,14 @@ fn the_naive_example_fails_rerun_crash_retry_and_stale_with_the_keys_it_doubled(
 fn a_job_that_drops_records_fails_clean_with_the_missing_keys() {
     let dir = tempfile::tempdir().unwrap();
     let m = manifest(dir.path(), SH_DROPS, "");
-    let (code, r, err) = drill_slot(m.to_str().unwrap(), "settle", &["--scenarios", "clean"]);
+    let (code, r, err) = drill_slot(
+        m.to_str().unwrap(),
+        "settle",
+        &["--scenarios", "clean,crash", "--jobs", "2"],
+    );
     assert_eq!(code, 1, "{err}");
+    // It keeps nothing under BATCHGUARD_SANDBOX, and has no setup: one sandbox at a time.
+    assert_eq!(r["scenarios_at_once"], 1, "{r:#}");
     let s = scenario(&r, "clean");
     assert_eq!(s["passed"], false);
     assert_eq!(

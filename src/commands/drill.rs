@@ -20,6 +20,7 @@ pub(super) fn run(args: DrillArgs) -> Result<Outcome, Error> {
         store: args.store,
         sandbox: args.sandbox,
         time_limit: args.time_limit,
+        jobs: args.jobs.map(usize::from),
         exe,
         rule_code: |issue| crate::lint::rule_of(issue).code,
     };

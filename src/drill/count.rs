@@ -27,71 +27,9 @@ pub fn facts(cx: &Cx, sb: &Sandbox) -> Result<Facts, String> {
             .into_iter()
             .map(|(k, _)| k)
             .collect(),
-        Some(argv) => verify(cx, sb, argv)?,
+        Some(argv) => super::external::verify(cx, sb, argv)?,
     };
     Ok(Facts { applied, events })
-}
-
-/// Runs `replay.verify` in the sandbox's environment; its stdout lines are the keys.
-fn verify(cx: &Cx, sb: &Sandbox, argv: &[String]) -> Result<Vec<String>, String> {
-    let slot = crate::store::rfc3339(cx.slot);
-    let compact = crate::snapshot::compact(cx.slot);
-    let snapshot = cx.snapshot.display().to_string();
-    let values = [
-        ("job", cx.job.plan.job_name.as_str()),
-        ("service", cx.job.plan.service.as_str()),
-        ("scheduled_at", slot.as_str()),
-        ("scheduled_at_compact", compact.as_str()),
-        ("snapshot", snapshot.as_str()),
-    ];
-    let argv: Vec<std::ffi::OsString> = argv
-        .iter()
-        .map(|a| crate::manifest::template::render(a, &values).map(Into::into))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("replay.verify: {e}"))?;
-    let env = vec![
-        (
-            "BATCHGUARD_SANDBOX".to_owned(),
-            sb.state.display().to_string(),
-        ),
-        ("BATCHGUARD_JOB".to_owned(), cx.job.plan.job_name.clone()),
-        ("BATCHGUARD_SCHEDULED_AT".to_owned(), slot.clone()),
-        ("BATCHGUARD_SNAPSHOT".to_owned(), snapshot.clone()),
-    ];
-    let cpu0 = super::shim::children_cpu();
-    let out = crate::process::capture(&crate::process::Capture {
-        argv: &argv,
-        env: &env,
-        cwd: Some(&cx.cwd),
-        timeout: cx.limit,
-        grace: std::time::Duration::from_secs(1),
-        stdout_cap: 256 << 20,
-        stderr_cap: 4096,
-    })
-    .map_err(|e| format!("replay.verify could not run: {e:?}"))?;
-    cx.verify_cpu
-        .set(cx.verify_cpu.get() + (super::shim::children_cpu() - cpu0).max(0.0));
-    let shown = argv
-        .first()
-        .map(|a| a.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if out.timed_out {
-        return Err(format!(
-            "replay.verify (`{shown}`) did not finish within the time limit"
-        ));
-    }
-    if !out.status.success() {
-        return Err(format!(
-            "replay.verify (`{shown}`) failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.trim().to_owned())
-        .filter(|l| !l.is_empty())
-        .collect())
 }
 
 /// The counts of SPEC 8 over everything applied in the sandbox (`all`), with `outputs`
@@ -294,4 +232,20 @@ pub fn ledger_digest(
             ),
         },
     })
+}
+
+/// Why a fault scenario had no point to strike at: the job reported no output line. With
+/// `replay.verify` the drill can tell a job that applied records without reporting them
+/// from one that found nothing to do.
+pub fn no_first_output(cx: &Cx, r: &ScenarioResult, fault: &str) -> String {
+    if cx.job.verify.is_some() && r.outputs > 0 {
+        format!(
+            "the job applied {} (replay.verify lists them) but wrote no line to BATCHGUARD_OUTPUTS, so there was no point to {fault} at: write each key there as it is applied",
+            says(r.outputs as usize, "record", "records")
+        )
+    } else {
+        format!(
+            "the job ended without writing a line to BATCHGUARD_OUTPUTS, so there was no point to {fault} at: it reports nothing there, or found nothing to do (state that outlives a sandbox: give the job replay.setup and replay.teardown, or keep its state under BATCHGUARD_SANDBOX)"
+        )
+    }
 }

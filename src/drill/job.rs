@@ -11,6 +11,9 @@ pub struct DrillJob {
     pub plan: Plan,
     pub replay: Vec<String>,
     pub verify: Option<Vec<String>>,
+    /// `replay.setup` and `replay.teardown`: run once per sandbox (SPEC 7.3).
+    pub setup: Option<Vec<String>>,
+    pub teardown: Option<Vec<String>>,
     pub key: String,
     pub format: Format,
     pub expected: Duration,
@@ -49,11 +52,12 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
     let shown = opts.manifest.display().to_string();
     let bytes = guard::plan::read_manifest(&opts.manifest)
         .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let (_, loaded) = crate::manifest::load::load(&bytes);
+    let (source, loaded) = crate::manifest::load::load(&bytes);
     // The guard's own reading gives the located message for a file that is no manifest
     // and the did-you-mean for a job name; so it goes first.
     let job = loaded.job(&opts.job).ok();
     let name = &opts.job;
+    unknown_replay_key(&loaded, name, source.as_deref()).map_err(|e| format!("{shown}:{e}"))?;
     let replay_field = job.and_then(|j| j.replay.value());
     let replay = match replay_field.map(|r| argv(&r.command, "replay.command", name)) {
         Some(Ok(Some(v))) => Some(v),
@@ -95,10 +99,14 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
             "{shown}: job `{name}` has no `replay.command`: a drill replays the slot's snapshot through it (e.g. replay: {{command: [\"node\", \"jobs/settle.js\", \"--input\", \"{{snapshot}}\"]}})"
         )
     })?;
-    let verify = match replay_field {
-        Some(r) => argv(&r.verify, "replay.verify", name).map_err(|e| format!("{shown}: {e}"))?,
-        None => None,
-    };
+    let replay_argv =
+        |f: fn(&crate::manifest::model::Replay) -> &Field<Command>, what| match replay_field {
+            Some(r) => argv(f(r), what, name).map_err(|e| format!("{shown}: {e}")),
+            None => Ok(None),
+        };
+    let verify = replay_argv(|r| &r.verify, "replay.verify")?;
+    let setup = replay_argv(|r| &r.setup, "replay.setup")?;
+    let teardown = replay_argv(|r| &r.teardown, "replay.teardown")?;
     let snap = job.snapshot.value();
     let key = snap.and_then(|s| text(&s.key)).ok_or_else(|| {
         format!(
@@ -139,9 +147,70 @@ pub fn load(opts: &Options) -> Result<DrillJob, String> {
         plan,
         replay,
         verify,
+        setup,
+        teardown,
         key,
         format,
         expected,
         runbook,
     })
+}
+
+/// A key of the job's `replay` (or of `defaults.replay`) that the manifest format does
+/// not know: refused, with its line and column, rather than a drill that runs without
+/// what the key meant to say (a misspelt `teardown` would leave every sandbox's database
+/// schema behind).
+fn unknown_replay_key(
+    loaded: &crate::manifest::load::Loaded,
+    job: &str,
+    text: Option<&str>,
+) -> Result<(), String> {
+    use crate::manifest::model::Replay;
+    use crate::manifest::yaml::{Node, Value};
+    /// A mapping's value at `key` (`sources/` has the same; the drill does not import it).
+    fn get<'n>(n: &'n Node, key: &str) -> Option<&'n Node> {
+        let Value::Map(kv) = &n.value else {
+            return None;
+        };
+        kv.iter()
+            .find(|(k, _)| matches!(&k.value, Value::Str(s) if s == key))
+            .map(|(_, v)| v)
+    }
+    let Some(root) = &loaded.root else {
+        return Ok(());
+    };
+    let mut replays: Vec<&Node> = get(root, "defaults")
+        .and_then(|d| get(d, "replay"))
+        .into_iter()
+        .collect();
+    if let Some(Value::Seq(jobs)) = get(root, "jobs").map(|j| &j.value) {
+        replays.extend(
+            jobs.iter()
+                .filter(|j| get(j, "name").is_some_and(|n| n.value == Value::Str(job.into())))
+                .filter_map(|j| get(j, "replay")),
+        );
+    }
+    for r in replays {
+        let Value::Map(kv) = &r.value else { continue };
+        for (k, _) in kv {
+            let Value::Str(name) = &k.value else { continue };
+            if Replay::FIELDS.contains(&name.as_str()) {
+                continue;
+            }
+            let at = text.map_or_else(String::new, |t| {
+                let file =
+                    crate::text::SourceFile::new(Default::default(), String::new(), t.into());
+                let (line, col) = file.line_col(k.span.start);
+                format!("{line}:{col}:")
+            });
+            let hint = crate::text::closest(name, Replay::FIELDS)
+                .map(|c| format!(" (did you mean `{c}`?)"))
+                .unwrap_or_default();
+            return Err(format!(
+                "{at} unknown field `{name}` in `replay`{hint}: a drill does not run a job whose replay it cannot read whole (its keys are {})",
+                Replay::FIELDS.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }

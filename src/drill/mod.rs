@@ -18,11 +18,13 @@
 //! | `shim.rs` | the tap between the guard and the job |
 
 pub mod count;
+pub mod external;
 pub mod job;
 pub mod records;
 pub mod sandbox;
 pub mod scenarios;
 pub mod shim;
+pub mod units;
 
 use jiff::Timestamp;
 use serde::Serialize;
@@ -43,6 +45,9 @@ pub struct Options {
     /// Where the sandboxes are made (kept); default a temporary directory, removed after.
     pub sandbox: Option<PathBuf>,
     pub time_limit: Option<Duration>,
+    /// How many sandboxes may run at the same time (`--jobs`); default the number of
+    /// cores. Only a job whose state is known to be per sandbox runs them so.
+    pub jobs: Option<usize>,
     /// The batchguard binary that runs each execution (this one).
     pub exe: PathBuf,
     pub rule_code: fn(crate::manifest::Issue) -> &'static str,
@@ -162,9 +167,22 @@ pub struct Report {
     pub runbook: job::Runbook,
     pub scenarios: Vec<ScenarioResult>,
     /// CPU seconds the job's executions and `replay.verify` used (measured by the tap and
-    /// the drill), so batchguard's own share of a drill can be told.
+    /// the drill), so batchguard's own share of a drill can be told. When scenarios ran
+    /// at the same time, `replay.verify`'s, `setup`'s and `teardown`'s CPU is not in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_cpu_seconds: Option<f64>,
+    /// How many sandboxes ran at the same time at most (1: one after the other).
+    pub scenarios_at_once: usize,
+    /// Sandboxes whose `replay.teardown` failed: their external state may remain.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub teardown_failures: Vec<SandboxFailure>,
+}
+
+/// A sandbox whose `replay.teardown` failed, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct SandboxFailure {
+    pub sandbox: String,
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -231,6 +249,8 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
         runbook: dj.runbook.clone(),
         scenarios: Vec::new(),
         job_cpu_seconds: None,
+        scenarios_at_once: 1,
+        teardown_failures: Vec::new(),
     };
     if let Some(l) = &opts.ledger {
         let check = count::ledger_digest(l, &dj.plan, slot, &digest).map_err(CannotRun)?;
@@ -257,81 +277,68 @@ pub fn drill(opts: &Options) -> Result<Done, CannotRun> {
         records,
         cwd: std::env::current_dir()
             .map_err(|err| CannotRun(format!("the working directory: {err}")))?,
-        verify_cpu: std::cell::Cell::new(0.0),
+        verify_cpu: std::sync::Mutex::new(0.0),
+        parallel: std::sync::atomic::AtomicBool::new(false),
     };
-    let rerun_follows = opts.scenarios.contains(&Scenario::Rerun);
-    let mut clean_box: Option<(sandbox::Sandbox, bool)> = None;
-    // Passed sandboxes are removed while the next scenario runs: their jobs' CPU, and the
-    // removals to wait for before the root itself goes.
+    let untouched = match &cx.job.verify {
+        Some(_) => Some(root.sandbox("untouched", false).map_err(CannotRun)?),
+        None => None,
+    };
+    let ready = match &untouched {
+        Some(u) => external::setup(&cx, u)
+            .and_then(|()| external::untouched(&cx, u, "before the first scenario")),
+        None => Ok(()),
+    };
+    let all = units::units(&opts.scenarios);
+    let jobs = opts.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
     let mut released_cpu = 0.0;
-    let mut removals = Vec::new();
-    let mut release = |sb: sandbox::Sandbox| {
-        if let Some((cpu, removal)) = root.release(sb) {
-            released_cpu += cpu;
-            removals.push(removal);
+    let mut error = None;
+    match ready {
+        Err(why) => {
+            for sc in &opts.scenarios {
+                report.scenarios.push(units::not_run(&cx, *sc, &why));
+            }
         }
-    };
-    for sc in &opts.scenarios {
-        let (result, done) = match sc {
-            Scenario::Clean => {
-                let sb = root.sandbox("clean", true).map_err(CannotRun)?;
-                let r = scenarios::clean::run(&cx, &sb).map_err(CannotRun)?;
-                // `rerun` goes on in this sandbox: it is released after it.
-                if rerun_follows {
-                    clean_box = Some((sb, r.passed));
-                    (r, None)
-                } else {
-                    (r, Some(sb))
+        Ok(()) => {
+            let (outs, at_once) = units::run_all(&cx, &root, &all, jobs, untouched.as_ref());
+            report.scenarios_at_once = at_once;
+            for (u, out) in all.iter().zip(outs) {
+                match out {
+                    Ok(o) => {
+                        report.scenarios.extend(o.results);
+                        if let Some(why) = o.teardown {
+                            report.teardown_failures.push(SandboxFailure {
+                                sandbox: u.name.to_owned(),
+                                reason: why,
+                            });
+                        }
+                        if let Some((cpu, removal)) = o.released {
+                            released_cpu += cpu;
+                            let _ = removal.join();
+                        }
+                    }
+                    Err(e) => error = error.or(Some(e)),
                 }
             }
-            Scenario::Rerun => match clean_box.take() {
-                Some((sb, clean_passed)) => {
-                    let r = scenarios::rerun::run(&cx, &sb).map_err(CannotRun)?;
-                    let done = clean_passed.then_some(sb);
-                    (r, done)
-                }
-                None => (unreachable_rerun().map_err(CannotRun)?, None),
-            },
-            Scenario::Concurrent => {
-                let sb = root.sandbox("concurrent", false).map_err(CannotRun)?;
-                (
-                    scenarios::concurrent::run(&cx, &sb).map_err(CannotRun)?,
-                    Some(sb),
-                )
-            }
-            Scenario::Crash => {
-                let sb = root.sandbox("crash", false).map_err(CannotRun)?;
-                (
-                    scenarios::crash::run(&cx, &sb).map_err(CannotRun)?,
-                    Some(sb),
-                )
-            }
-            Scenario::Retry => {
-                let sb = root.sandbox("retry", false).map_err(CannotRun)?;
-                (
-                    scenarios::retry::run(&cx, &sb).map_err(CannotRun)?,
-                    Some(sb),
-                )
-            }
-            Scenario::Stale => {
-                let sb = root.sandbox("stale", false).map_err(CannotRun)?;
-                (
-                    scenarios::stale::run(&cx, &sb).map_err(CannotRun)?,
-                    Some(sb),
-                )
-            }
-        };
-        sandbox::reap_orphans();
-        if let Some(sb) = done.filter(|_| result.passed) {
-            release(sb);
         }
-        report.scenarios.push(result);
     }
-    for removal in removals {
-        let _ = removal.join();
+    if let Some(u) = &untouched
+        && let Err(why) = external::teardown(&cx, u)
+    {
+        report.teardown_failures.push(SandboxFailure {
+            sandbox: u.name(),
+            reason: why,
+        });
     }
-    report.passed = report.scenarios.iter().all(|s| s.passed);
-    report.job_cpu_seconds = Some(root.jobs_cpu() + released_cpu + cx.verify_cpu.get());
+    if let Some(e) = error {
+        let _ = root.finish(false);
+        return Err(CannotRun(e));
+    }
+    report.passed =
+        report.scenarios.iter().all(|s| s.passed) && report.teardown_failures.is_empty();
+    report.job_cpu_seconds = Some(root.jobs_cpu() + released_cpu + cx.verify_cpu());
     let kept = root.finish(report.passed);
     Ok(Done { report, kept })
 }
@@ -362,11 +369,6 @@ pub fn record(source: &str, r: &Report) -> Result<(), String> {
         report_digest: crate::snapshot::digest(json_text(r).as_bytes()),
     };
     crate::store::drills::append(source, &rec)
-}
-
-/// `parse_list` always puts `clean` before `rerun`.
-fn unreachable_rerun() -> Result<ScenarioResult, String> {
-    Err("`rerun` needs `clean` first".into())
 }
 
 /// SPEC 9: a drill writes only inside its sandbox. A store is accepted only when it is a

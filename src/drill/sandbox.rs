@@ -156,6 +156,14 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    /// The sandbox's name (its directory's), as reports name it.
+    pub fn name(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
     pub fn store_url(&self) -> String {
         format!("sqlite:{}", self.store.display())
     }
@@ -195,8 +203,11 @@ pub struct Cx {
     pub limit: Duration,
     pub records: Records,
     pub cwd: PathBuf,
-    /// CPU seconds `replay.verify` used so far (the drill runs one at a time).
-    pub verify_cpu: std::cell::Cell<f64>,
+    /// CPU seconds `replay.verify`, `setup` and `teardown` used, measured while one
+    /// scenario runs at a time (see [`Cx::add_verify_cpu`]).
+    pub verify_cpu: std::sync::Mutex<f64>,
+    /// Set while scenarios run at the same time.
+    pub parallel: std::sync::atomic::AtomicBool,
 }
 
 /// One `batchguard run` process, the leader of its own process group.
@@ -268,6 +279,21 @@ pub fn signal_group(pgid: i32, sig: i32) {
 }
 
 impl Cx {
+    /// Adds a command's CPU, measured as the growth of the reaped children's CPU. While
+    /// scenarios run at the same time that growth holds other scenarios' processes too,
+    /// so it is left out then (the report's `job_cpu_seconds` says so).
+    pub fn add_verify_cpu(&self, secs: f64) {
+        if !self.parallel.load(std::sync::atomic::Ordering::Relaxed)
+            && let Ok(mut v) = self.verify_cpu.lock()
+        {
+            *v += secs.max(0.0);
+        }
+    }
+
+    pub fn verify_cpu(&self) -> f64 {
+        self.verify_cpu.lock().map(|v| *v).unwrap_or(0.0)
+    }
+
     pub fn deadline(&self) -> Instant {
         // A limit past what the clock can hold (`--time-limit 100000000d`) is no limit.
         let now = Instant::now();

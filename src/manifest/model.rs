@@ -527,6 +527,11 @@ section! {
         command: Command,
         /// argv that prints the keys really applied in the sandbox, one a line.
         verify: Command,
+        /// argv run once per sandbox before its first job run, with {sandbox}: makes the
+        /// job's external state (a database schema) empty for that sandbox.
+        setup: Command,
+        /// argv run once per sandbox after its last scenario: removes what setup made.
+        teardown: Command,
     }
 }
 

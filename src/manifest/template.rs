@@ -8,6 +8,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "snapshot",
     "run_id",
     "attempt",
+    // A drill's sandbox directory (`replay.setup`, `replay.teardown`, SPEC 7.3).
+    "sandbox",
 ];
 
 /// A placeholder `{name}` found in a template, with its byte range in the template text.

@@ -45,7 +45,13 @@ fn verdict(r: &Report) -> String {
     }
     let failed = failed_names(r);
     let n = r.scenarios.len();
-    if failed.is_empty() {
+    if failed.is_empty() && !r.teardown_failures.is_empty() {
+        let k = r.teardown_failures.len();
+        format!(
+            "FAILED: {n} of {n} scenarios passed, but {k} teardown{} failed (the sandboxes' external state may remain)",
+            if k == 1 { "" } else { "s" }
+        )
+    } else if failed.is_empty() {
         format!("PASSED: {n} of {n} scenarios")
     } else {
         format!(
@@ -110,6 +116,20 @@ pub fn pretty(r: &Report, color: bool, sandbox: Option<&std::path::Path>) -> Str
                 s.offending_keys.join(", ")
             ));
         }
+    }
+    for t in &r.teardown_failures {
+        o.push_str(&format!(
+            "  {}  teardown of sandbox `{}`: {}\n",
+            paint(false, "FAIL"),
+            t.sandbox,
+            t.reason
+        ));
+    }
+    if r.scenarios_at_once > 1 {
+        o.push_str(&format!(
+            "  ({} sandboxes at a time)\n",
+            r.scenarios_at_once
+        ));
     }
     o.push('\n');
     let passed = r.passed;
@@ -211,6 +231,12 @@ pub fn markdown(r: &Report) -> String {
                 s.recovery_seconds
                     .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}"))
             ));
+        }
+    }
+    if !r.teardown_failures.is_empty() {
+        o.push_str("\n## Teardown failures\n\nThe external state of these sandboxes may remain; remove it by hand.\n\n");
+        for t in &r.teardown_failures {
+            o.push_str(&format!("- {}: {}\n", code(&t.sandbox), text(&t.reason)));
         }
     }
     let failed: Vec<&ScenarioResult> = r.scenarios.iter().filter(|s| !s.passed).collect();

@@ -60,10 +60,8 @@ pub fn run(cx: &Cx, sb: &Sandbox) -> Result<ScenarioResult, String> {
     if timed_out {
         count::fail(&mut r, cx.limit_reason());
     } else if marker.is_none() {
-        count::fail(
-            &mut r,
-            "the job ended before it reported a first output, so there was no point to crash at (does it write BATCHGUARD_OUTPUTS?)".into(),
-        );
+        let why = count::no_first_output(cx, &r, "crash");
+        count::fail(&mut r, why);
     } else if !count::succeeded(&events) {
         count::fail(
             &mut r,

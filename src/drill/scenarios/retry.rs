@@ -27,7 +27,7 @@ pub fn run(cx: &Cx, sb: &Sandbox) -> Result<ScenarioResult, String> {
     if ended.is_none() {
         count::fail(&mut r, cx.limit_reason());
     } else if failed_at.is_none() {
-        let why = "the job ended before it reported a first output, so there was no point to fail it at (does it write BATCHGUARD_OUTPUTS?)".into();
+        let why = count::no_first_output(cx, &r, "fail it");
         count::fail(&mut r, why);
     } else if !count::succeeded(&events) {
         let why = count::failure(&events);

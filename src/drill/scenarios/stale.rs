@@ -50,10 +50,8 @@ pub fn run(cx: &Cx, sb: &Sandbox) -> Result<ScenarioResult, String> {
     if timed_out {
         count::fail(&mut r, cx.limit_reason());
     } else if marker.is_none() {
-        count::fail(
-            &mut r,
-            "the job ended before it reported a first output, so there was no point to pause it at (does it write BATCHGUARD_OUTPUTS?)".into(),
-        );
+        let why = count::no_first_output(cx, &r, "pause it");
+        count::fail(&mut r, why);
     } else if r.attempts < 2 {
         count::fail(
             &mut r,

@@ -5,8 +5,8 @@ use crate::manifest::model::{Command, Field};
 
 declare_rule! {
     /// ## What it does
-    /// Reports a `command` (or `replay.command`, `replay.verify`) written as one shell string instead of
-    /// an argv list. `batchguard run` and `drill` refuse such a command rather than hand
+    /// Reports a `command` (or `replay.command`, `replay.verify`, `replay.setup`,
+    /// `replay.teardown`) written as one shell string instead of an argv list. `batchguard run` and `drill` refuse such a command rather than hand
     /// it to a shell.
     ///
     /// ## Why it matters
@@ -51,6 +51,8 @@ impl Rule for ShellCommand {
             ("command", Some(&cx.job.command)),
             ("replay.command", replay.map(|r| &r.command)),
             ("replay.verify", replay.map(|r| &r.verify)),
+            ("replay.setup", replay.map(|r| &r.setup)),
+            ("replay.teardown", replay.map(|r| &r.teardown)),
         ] {
             let Some(Field::Ok(c)) = command else {
                 continue;
@@ -106,6 +108,13 @@ mod tests {
         );
         assert!(f[1].message.contains("replay.command"));
         assert!(f[1].help.contains("into a script"));
+        let setup = format!(
+            "{HEAD}    replay:\n      command: [\"a\"]\n      setup: \"psql -c 'create schema s_{{sandbox}}'\"\n      teardown: \"drop-schema {{sandbox}}\"\n"
+        );
+        let f = findings(&setup, "BG802");
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].message.contains("replay.setup is one shell string"));
+        assert!(f[1].message.contains("replay.teardown is one shell string"));
         let argv = format!("{HEAD}    command: [\"node\", \"jobs/a.js\"]\n");
         assert!(findings(&argv, "BG802").is_empty());
     }
