@@ -6,8 +6,8 @@ use crate::manifest::model::{Command, Field};
 declare_rule! {
     /// ## What it does
     /// Reports a `command` (or `replay.command`, `replay.verify`, `replay.setup`,
-    /// `replay.teardown`) written as one shell string instead of an argv list. `batchguard run` and `drill` refuse such a command rather than hand
-    /// it to a shell.
+    /// `replay.teardown`) written as one shell string instead of an argv list.
+    /// `batchguard run` and `drill` refuse such a command rather than hand it to a shell.
     ///
     /// ## Why it matters
     /// batchguard substitutes template values (`{scheduled_at}`, `{snapshot}`) into the
