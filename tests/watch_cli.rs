@@ -249,7 +249,9 @@ fn a_ten_second_slot_is_shown_with_its_seconds() {
     let slot = minute(now()) + jiff::SignedDuration::from_secs(10);
     let slot = if slot > now() { slot - mins(1) } else { slot };
     c.run("r1", "tick", slot, slot, None);
-    c.lease("tick", slot, ("host-a", "r1"), (slot, slot + mins(1)), true);
+    // Leases well past the test's own minute: one that ended at a minute's turn while the
+    // test ran would be shown stale, not running.
+    c.lease("tick", slot, ("host-a", "r1"), (slot, slot + mins(5)), true);
     // The slot on the whole minute before it: seconds too, as every slot of the job.
     let whole = slot - jiff::SignedDuration::from_secs(10);
     c.run("r0", "tick", whole, whole, None);
@@ -257,7 +259,7 @@ fn a_ten_second_slot_is_shown_with_its_seconds() {
         "tick",
         whole,
         ("host-b", "r0"),
-        (whole, whole + mins(1)),
+        (whole, whole + mins(5)),
         true,
     );
     let o = c.bg(&[
