@@ -417,3 +417,26 @@ fn readme_multi_source_example_is_what_lint_prints() {
         "README's BG601 example is stale; paste:\n{first}"
     );
 }
+
+/// A manifest saved with a UTF-8 byte-order mark (as Windows editors save it) and not named
+/// `*.batchguard.yaml` is still found and linted, like the same file without the mark.
+#[test]
+fn a_manifest_with_a_byte_order_mark_is_found_by_its_keys() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let body = "version: 1\nservice: s\njobs:\n  - name: j\n    schedule: \"99 * * * *\"\n";
+    let mut with_bom = b"\xEF\xBB\xBF".to_vec();
+    with_bom.extend_from_slice(body.as_bytes());
+    std::fs::write(d.path().join("deploy.yaml"), with_bom).expect("write");
+    let v = common::lint_json(d.path());
+    assert_eq!(v["summary"]["sources"]["manifest"], 1, "{v}");
+    let codes: Vec<&str> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(
+        codes.contains(&"BG101"),
+        "the bad schedule is reported: {codes:?}"
+    );
+}

@@ -241,6 +241,8 @@ fn is_manifest_name(path: &Path) -> bool {
 /// A YAML file found while walking is a manifest when its name says so, or when its top
 /// level has `version:` and `jobs:` keys (checked on the text, before any parsing).
 fn looks_like_manifest(bytes: &[u8]) -> bool {
+    // A byte-order mark (as Windows editors save UTF-8) is not part of the first key.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 20)]);
     let mut version = false;
     let mut jobs = false;
