@@ -320,20 +320,20 @@ impl Guard<'_> {
         };
         let catches_up = !opts.manual && opts.drill.snapshot.is_none();
         let host_guess = given.unwrap_or_else(Timestamp::now);
-        let window = plan.catch_up_window(plan.slot_at(host_guess).unwrap_or(host_guess));
-        let (unfinished, now) = if catches_up && !window.is_zero() {
-            // An hour more than the window, for a host clock that is off; the exact window
-            // is applied below, from the store's clock.
+        // The widest the window can be (`retry.catch_up`, else an interval of at most an
+        // hour) and an hour more for a host clock that is off: the exact window is applied
+        // below, from the slot the store's clock gives.
+        let reach = plan
+            .catch_up
+            .unwrap_or(std::time::Duration::from_secs(3600));
+        let (unfinished, now) = if catches_up && !reach.is_zero() {
             let from = host_guess
-                .checked_sub(SignedDuration::try_from(window).unwrap_or_default())
+                .checked_sub(SignedDuration::try_from(reach).unwrap_or_default())
                 .and_then(|t| t.checked_sub(SignedDuration::from_hours(1)))
                 .unwrap_or(Timestamp::MIN);
             match self.st.unfinished(&plan.ledger_job, from) {
                 Ok((u, now)) => (u, Some(now)),
-                Err(e) => {
-                    let m = unreachable(opts, plan, given, &e);
-                    return Err(cannot(self.link, "E_STORE", m));
-                }
+                Err(e) => return Err(self.store_failed(given, &e)),
             }
         } else {
             (vec![], None)
@@ -345,10 +345,7 @@ impl Guard<'_> {
                     Some(n) => n,
                     None => match self.st.now() {
                         Ok(n) => n,
-                        Err(e) => {
-                            let m = unreachable(opts, plan, None, &e);
-                            return Err(cannot(self.link, "E_STORE", m));
-                        }
+                        Err(e) => return Err(self.store_failed(None, &e)),
                     },
                 };
                 match plan.slot_at(now) {
@@ -434,6 +431,12 @@ impl Guard<'_> {
         }
     }
 
+    /// The store did not answer: said with the replay line, and told to the link; 125.
+    fn store_failed(&self, slot: Option<Timestamp>, e: &store::StoreError) -> u8 {
+        let m = unreachable(self.opts, self.plan, slot, e);
+        cannot(self.link, "E_STORE", m)
+    }
+
     /// Writes one event where the ledger is: the store's tables, or the ledger apart. Its
     /// time is the store's, as `start` and `end` are: one clock in one ledger, however far
     /// this host's clock is off.
@@ -485,10 +488,7 @@ impl Guard<'_> {
         let acquired = match self.st.acquire(&req) {
             Ok(AcquireResult::Acquired(a)) => a,
             Ok(AcquireResult::Refused(why)) => return self.skipped(slot, trigger, run_id, why),
-            Err(e) => {
-                let m = unreachable(opts, plan, Some(slot), &e);
-                return Acquire::Failed(cannot(self.link, "E_STORE", m));
-            }
+            Err(e) => return Acquire::Failed(self.store_failed(Some(slot), &e)),
         };
         if let Some(a) = self.apart.as_mut() {
             let mut start = req.start.clone();
@@ -639,7 +639,7 @@ impl Guard<'_> {
             run_dir,
             outputs_path,
             error_path,
-            alive,
+            _alive: alive,
         }
     }
 
@@ -895,9 +895,8 @@ struct Ran {
     run_dir: PathBuf,
     outputs_path: PathBuf,
     error_path: PathBuf,
-    /// The run directory's lock, held until the attempt is recorded.
-    #[allow(dead_code)]
-    alive: Option<std::fs::File>,
+    /// The run directory's lock, held (never read) until the attempt is recorded.
+    _alive: Option<std::fs::File>,
 }
 
 struct Next {

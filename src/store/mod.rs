@@ -305,6 +305,29 @@ pub struct Unfinished {
     pub run_id: String,
 }
 
+impl Unfinished {
+    /// Rows of `(scheduled_at, attempts, state, run_id)`, oldest slot first. A row whose
+    /// time or count does not read (a table edited by hand) is left out: its slot is not
+    /// caught up, and no other slot is caught up in its place.
+    pub(crate) fn oldest_first(
+        rows: impl IntoIterator<Item = (Option<Timestamp>, Option<i64>, String, String)>,
+    ) -> Vec<Unfinished> {
+        let mut out: Vec<Unfinished> = rows
+            .into_iter()
+            .filter_map(|(at, attempts, state, run_id)| {
+                Some(Unfinished {
+                    scheduled_at: at?,
+                    attempts: u32::try_from(attempts?).ok()?,
+                    state,
+                    run_id,
+                })
+            })
+            .collect();
+        out.sort_by_key(|u| u.scheduled_at);
+        out
+    }
+}
+
 pub trait Store {
     /// The store's clock.
     fn now(&mut self) -> Result<Timestamp, StoreError>;

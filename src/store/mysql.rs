@@ -800,19 +800,13 @@ UNION ALL SELECT NULL, NULL, NULL, NULL, CAST({NOW_US} AS CHAR)",
         );
         let rows = self.query(sql, WHAT)?;
         let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
-        let mut out: Vec<(String, i64, String, String)> = rows
-            .iter()
-            .filter_map(|r| {
-                Some((
-                    r[0].clone()?,
-                    r[1].as_deref()?.parse().ok()?,
-                    r[2].clone()?,
-                    r[3].clone()?,
-                ))
-            })
-            .collect();
-        out.sort_by_key(|r| r.0.parse::<Timestamp>().ok());
-        Ok((super::sqlite::unfinished_rows(out), now))
+        // The last row is the clock's alone (no state): not a slot.
+        let rows = rows.iter().filter_map(|r| {
+            let at = r[0].as_deref().and_then(|t| t.parse().ok());
+            let n = r[1].as_deref().and_then(|n| n.parse().ok());
+            Some((at, n, r[2].clone()?, r[3].clone()?))
+        });
+        Ok((Unfinished::oldest_first(rows), now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

@@ -1029,18 +1029,11 @@ impl Store for RedisStore {
         ];
         let reply = self.eval(UNFINISHED, &keys, &args, WHAT)?;
         let now = self.tick(&reply, 0).ok_or_else(|| self.unexpected(WHAT))?;
-        let rows = reply[2..]
-            .chunks_exact(4)
-            .filter_map(|c| {
-                Some((
-                    text(c.first())?,
-                    int(c.get(1))?,
-                    text(c.get(2))?,
-                    text(c.get(3))?,
-                ))
-            })
-            .collect();
-        Ok((super::sqlite::unfinished_rows(rows), now))
+        let rows = reply[2..].chunks_exact(4).filter_map(|c| {
+            let at = text(c.first()).and_then(|t| t.parse().ok());
+            Some((at, int(c.get(1)), text(c.get(2))?, text(c.get(3))?))
+        });
+        Ok((Unfinished::oldest_first(rows), now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

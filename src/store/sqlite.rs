@@ -611,7 +611,10 @@ impl Store for SqliteStore {
             .fetch_all(&mut self.conn),
         );
         let rows = rows.map_err(|e| self.fail("cannot read the unfinished slots", e))?;
-        Ok((unfinished_rows(rows), now))
+        let rows = rows
+            .into_iter()
+            .map(|(at, n, state, run)| (at.parse().ok(), Some(n), state, run));
+        Ok((Unfinished::oldest_first(rows), now))
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {
@@ -822,18 +825,4 @@ impl SqliteStore {
         );
         rows.map_err(|e| self.fail("cannot read the outputs", e))
     }
-}
-
-/// Rows of `(scheduled_at, attempts, state, run_id)` as [`Unfinished`] slots.
-pub(super) fn unfinished_rows(rows: Vec<(String, i64, String, String)>) -> Vec<Unfinished> {
-    rows.into_iter()
-        .filter_map(|(at, attempts, state, run_id)| {
-            Some(Unfinished {
-                scheduled_at: at.parse().ok()?,
-                attempts: u32::try_from(attempts).ok()?,
-                state,
-                run_id,
-            })
-        })
-        .collect()
 }
