@@ -15,10 +15,14 @@
 //!
 //! ## Which apps register a job
 //! - `cron_restart: 0` (or `"0"`) disables the schedule.
-//! - An app with a `cron_restart` that keeps running (`autorestart` not `false`) is a
-//!   *restart schedule* of a long-running process (a nightly restart of a web cluster), not
-//!   batch work: it registers nothing, and the file's notes say so (`lint --list-files`).
-//! - An app with `autorestart: false` and a `cron_restart` is cron batch work: a registration.
+//! - An app with a `cron_restart` that PM2 restarts when it exits (`autorestart` not
+//!   `false`, no `0` in `stop_exit_codes`) is a *restart schedule* of a long-running
+//!   process (a nightly restart of a web cluster), not batch work: it registers nothing, and
+//!   the file's notes say so (`lint --list-files`), with what its script showed. Unless its
+//!   script is a one-shot ([`one_shot`]): then it is cron work that PM2 runs in a loop, a
+//!   registration carrying the evidence ([`RestartLoop`], BG613).
+//! - An app with `autorestart: false` (or `stop_exit_codes` holding 0) and a
+//!   `cron_restart` is cron batch work: a registration.
 //! - An app whose script is `batchguard run … --job NAME` is that manifest job's
 //!   registration (a tie), whatever its `autorestart`: each start runs one guarded slot.
 //!
