@@ -15,14 +15,14 @@
 //!
 //! ## Which apps register a job
 //! - `cron_restart: 0` (or `"0"`) disables the schedule.
-//! - An app with a `cron_restart` that PM2 restarts when it exits (`autorestart` not
-//!   `false`, no `0` in `stop_exit_codes`) is a *restart schedule* of a long-running
-//!   process (a nightly restart of a web cluster), not batch work: it registers nothing, and
-//!   the file's notes say so (`lint --list-files`), with what its script showed. Unless its
-//!   script is a one-shot ([`one_shot`]): then it is cron work that PM2 runs in a loop, a
-//!   registration carrying the evidence ([`RestartLoop`], BG613).
-//! - An app with `autorestart: false` (or `stop_exit_codes` holding 0) and a
-//!   `cron_restart` is cron batch work: a registration.
+//! - An app with a `cron_restart` and `autorestart` not `false` is a *restart schedule* of
+//!   a long-running process (a nightly restart of a web cluster), not batch work: it
+//!   registers nothing, and the file's notes say so (`lint --list-files`), with what its
+//!   script showed. Unless its script is a one-shot ([`one_shot`]): then it is cron work, a
+//!   registration; and unless `stop_exit_codes` holds 0, PM2 restarts it as soon as it
+//!   exits, so it carries the evidence of its loop ([`RestartLoop`], BG613).
+//! - An app with `autorestart: false` and a `cron_restart` is cron batch work: a
+//!   registration.
 //! - An app whose script is `batchguard run … --job NAME` is that manifest job's
 //!   registration (a tie), whatever its `autorestart`: each start runs one guarded slot.
 //!
@@ -542,9 +542,6 @@ fn app_registration(app: &Node, i: usize, name: Option<&Spanned<String>>, loc: &
     let autorestart_off = autorestart.is_some_and(|a| {
         matches!(&a.value, Value::Bool(false)) || matches!(&a.value, Value::Str(s) if s == "false")
     });
-    // PM2's `handleExit` restarts a process that ends unless `autorestart` is false or its
-    // exit code is one of `stop_exit_codes`: with 0 there, a clean run ends for good.
-    let restarts_on_exit = !autorestart_off && !stops_on_success(app);
     let label = format!(
         "PM2 app `{}`",
         name.map(|n| n.value.clone())
@@ -552,10 +549,15 @@ fn app_registration(app: &Node, i: usize, name: Option<&Spanned<String>>, loc: &
             .unwrap_or_else(|| format!("apps[{i}]"))
     );
     let mut restart_loop = None;
-    // A tied app runs `batchguard run`, which exits after its slot: PM2 starts it again,
-    // and each start skips the slot that already succeeded. Guarded, so not BG613's.
-    if let Some(c) = cron.as_ref().filter(|_| restarts_on_exit && tie.is_none()) {
+    // With autorestart on, a `cron_restart` is cron work only when the script is a
+    // one-shot. A tied app runs `batchguard run`, which exits after its slot: PM2 starts
+    // it again, and each start skips the slot that already succeeded (not BG613's).
+    if let Some(c) = cron.as_ref().filter(|_| !autorestart_off && tie.is_none()) {
         match one_shot(app, &command, name.map(|n| n.value.as_str()), loc) {
+            // PM2's `handleExit` restarts a process that ends unless `autorestart` is
+            // false or its exit code is in `stop_exit_codes`: with 0 there, a clean run
+            // ends for good, and the one-shot runs once a tick.
+            Ok(_) if stops_on_success(app) => {}
             Ok(evidence) => {
                 restart_loop = Some(RestartLoop {
                     evidence,
