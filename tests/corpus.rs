@@ -179,7 +179,10 @@ fn pm2_one_shots_under_cron_restart_loop() {
     // The one-shots, `sync-accounts` (autorestart off) and `backup` (stop_exit_codes).
     assert_eq!(v["summary"]["registrations"], 5, "{v:#}");
     let listed = output(&["lint", "--list-files", "--now", NOW, &tree("pm2-loop")]);
-    assert!(listed.contains("`http.createServer(…)` at line 2"), "{listed}");
+    assert!(
+        listed.contains("`http.createServer(…)` at line 2"),
+        "{listed}"
+    );
     assert!(listed.contains("`new Worker(…)` at line 3"), "{listed}");
     assert!(
         listed.contains("`dist/archive.js` was not found beside the file"),

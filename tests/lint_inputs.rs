@@ -51,7 +51,10 @@ fn a_named_file_that_is_not_text_fails() {
         pretty.contains("named on the command line but not text (byte 8 is NUL)"),
         "{pretty}"
     );
-    assert!(!pretty.contains("PNG"), "nothing of the file is shown: {pretty}");
+    assert!(
+        !pretty.contains("PNG"),
+        "nothing of the file is shown: {pretty}"
+    );
 }
 
 /// Nearly a manifest (a misspelt `version`, `jobs` misspelt beside `version`) named on the
@@ -75,8 +78,14 @@ fn a_named_near_manifest_is_linted_as_one() {
 #[test]
 fn a_named_file_of_another_kind_is_not_read() {
     for (name, reason) in [
-        ("deployment.yaml", "a Kubernetes Deployment is no batchguard source"),
-        ("kustomization.yaml", "a kustomization is no batchguard source"),
+        (
+            "deployment.yaml",
+            "a Kubernetes Deployment is no batchguard source",
+        ),
+        (
+            "kustomization.yaml",
+            "a kustomization is no batchguard source",
+        ),
         ("ci.yml", "neither a batchguard manifest"),
         ("compose.yaml", "neither a batchguard manifest"),
     ] {

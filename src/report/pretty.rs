@@ -153,7 +153,11 @@ pub fn render(run: &LintRun, color: bool) -> String {
         // Spans into the shown text, where each secret is a mask of one width.
         let mut at_shown = f.clone();
         at_shown.at.span = file.shown_span(f.at.span);
-        for r in at_shown.related.iter_mut().filter(|r| r.at.file == f.at.file) {
+        for r in at_shown
+            .related
+            .iter_mut()
+            .filter(|r| r.at.file == f.at.file)
+        {
             r.at.span = file.shown_span(r.at.span);
         }
         let shown = Shown {

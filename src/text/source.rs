@@ -113,7 +113,7 @@ impl SourceFile {
 
     /// `span` as machine-readable outputs (json, sarif, github) give it, which must not
     /// tell a secret's length: an offset inside a masked span, or after one on the line
-    /// where it starts, is moved to the mask's start. A masked literal's own span is then
+    /// where it ends, is moved to the mask's start. A masked literal's own span is then
     /// its first character; a span running over a secret ends where the secret begins.
     pub fn public_span(&self, span: Span) -> Span {
         let start = self.public_offset(span.start);

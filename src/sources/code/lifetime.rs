@@ -113,8 +113,9 @@ impl Visitor<'_> {
             return;
         }
         let keeps = match last {
-            "listen" | "createServer" | "setInterval" | "scheduleJob" | "consume"
-            | "subscribe" => true,
+            "listen" | "createServer" | "setInterval" | "scheduleJob" | "consume" | "subscribe" => {
+                true
+            }
             "schedule" => path.contains('.'),
             "CronJob" | "Cron" => true,
             "from" => path.ends_with("CronJob.from"),
@@ -257,10 +258,40 @@ const SERVICE_WORDS: [&str; 9] = [
 
 /// Words that name batch work (a job, not a service).
 const JOB_WORDS: [&str; 34] = [
-    "settle", "sync", "cleanup", "clean", "report", "backup", "cron", "job", "task", "batch",
-    "import", "export", "purge", "prune", "digest", "invoice", "reconcile", "archive", "rotate",
-    "migrate", "etl", "aggregate", "rollup", "refresh", "expire", "nightly", "daily", "hourly",
-    "weekly", "monthly", "billing", "scrape", "dump", "send",
+    "settle",
+    "sync",
+    "cleanup",
+    "clean",
+    "report",
+    "backup",
+    "cron",
+    "job",
+    "task",
+    "batch",
+    "import",
+    "export",
+    "purge",
+    "prune",
+    "digest",
+    "invoice",
+    "reconcile",
+    "archive",
+    "rotate",
+    "migrate",
+    "etl",
+    "aggregate",
+    "rollup",
+    "refresh",
+    "expire",
+    "nightly",
+    "daily",
+    "hourly",
+    "weekly",
+    "monthly",
+    "billing",
+    "scrape",
+    "dump",
+    "send",
 ];
 
 /// The job word `name` holds (`nightly-report` → `nightly`), unless it also names a
@@ -293,8 +324,10 @@ mod tests {
 
     #[test]
     fn a_one_shot_exits_and_a_server_listens() {
-        let one = js("const db = require('./db');\nasync function main() { await db.settle(); }\n\
-                      main().then(() => process.exit(0));\n");
+        let one = js(
+            "const db = require('./db');\nasync function main() { await db.settle(); }\n\
+                      main().then(() => process.exit(0));\n",
+        );
         assert_eq!(one.exit, Some(("process.exit(…)".into(), 3)));
         assert_eq!(one.keeps_alive, None);
         let server = js("const app = require('express')();\napp.listen(3000);\n\
