@@ -141,6 +141,56 @@ fn pm2_json_apps_as_a_mapping_and_a_disabled_restart() {
     snapshot("pm2-json");
 }
 
+/// PM2 one-shots under `cron_restart` with autorestart on loop (BG613): found by their
+/// script (an exit call, no listen/timer/worker call) or a job's name; a server, a queue
+/// worker, `autorestart: false` and `stop_exit_codes: [0]` are not reported, and a script
+/// that is not in the tree is a note, never a guess.
+#[test]
+fn pm2_one_shots_under_cron_restart_loop() {
+    let v = lint_json("pm2-loop");
+    let looping: Vec<&str> = v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["code"] == "BG613")
+        .filter_map(|f| f["job"].as_str())
+        .collect();
+    assert_eq!(
+        looping,
+        [
+            "PM2 app `nightly-report`",
+            "PM2 app `cleanup`",
+            "PM2 app `digest`"
+        ],
+        "{v:#}"
+    );
+    let messages: Vec<&str> = v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["message"].as_str())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("`scripts/cleanup.py` ends the process: `sys.exit(…)` at line 10")),
+        "{messages:#?}"
+    );
+    // The one-shots, `sync-accounts` (autorestart off) and `backup` (stop_exit_codes).
+    assert_eq!(v["summary"]["registrations"], 5, "{v:#}");
+    let listed = output(&["lint", "--list-files", "--now", NOW, &tree("pm2-loop")]);
+    assert!(
+        listed.contains("`http.createServer(…)` at line 2"),
+        "{listed}"
+    );
+    assert!(listed.contains("`new Worker(…)` at line 3"), "{listed}");
+    assert!(
+        listed.contains("`dist/archive.js` was not found beside the file"),
+        "{listed}"
+    );
+    snapshot("pm2-loop");
+}
+
 #[test]
 fn secrets_are_found_as_literals_only_and_never_printed() {
     let v = lint_json("k8s-secrets");

@@ -61,6 +61,10 @@ const NOT_RUNNABLE: &[(&str, &str)] = &[
         "a `text` description of line endings a doc block cannot carry",
     ),
     (
+        "BG613",
+        "a `js` fragment of a PM2 app; the rule reads the app's script (fixtures/rules/BG613)",
+    ),
+    (
         "BG614",
         "cross-file: a manifest and crontab lines of two hosts in a `text` listing",
     ),

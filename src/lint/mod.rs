@@ -193,8 +193,8 @@ pub struct LintRun {
     /// walks them.
     pub hidden_skipped: usize,
     pub findings: Vec<Finding>,
-    /// Distinct jobs: manifest jobs and registrations tied to none, every duplicated or
-    /// tied place counted once (the cross-file analysis's groups).
+    /// Jobs: every manifest job, and the registrations tied to none (their duplicates
+    /// and tied places counted once): [`jobs_count`].
     pub jobs: usize,
     pub registrations: usize,
     pub unreadable: Vec<(PathBuf, String)>,
@@ -253,13 +253,115 @@ fn looks_like_manifest(bytes: &[u8]) -> bool {
     version && jobs
 }
 
+/// How a file shows it is not text: a NUL byte, or a byte that is not UTF-8, in its
+/// first MiB (a character cut at that MiB's end does not count).
+fn not_text(bytes: &[u8]) -> Option<String> {
+    let head = &bytes[..bytes.len().min(1 << 20)];
+    if let Some(at) = head.iter().position(|&b| b == 0) {
+        return Some(format!("byte {at} is NUL"));
+    }
+    match std::str::from_utf8(head) {
+        Err(e) if e.error_len().is_some() || head.len() == bytes.len() => Some(format!(
+            "byte {} is not part of a UTF-8 character",
+            e.valid_up_to()
+        )),
+        _ => None,
+    }
+}
+
+/// A file named on the command line that is not text: one BG001 (error), so that a
+/// pre-commit or CI step naming the wrong file fails instead of passing with "0 files".
+/// Nothing of the file is shown.
+fn named_not_text(path: &Path, why: &str) -> FileLint {
+    let file = SourceFile::new(path.to_path_buf(), display_path(path), String::new());
+    let meta = rule_of(Issue::YamlSyntax);
+    let finding = Finding::new(
+        meta,
+        Location {
+            file: 0,
+            span: crate::text::Span::new(0, 0),
+        },
+        format!(
+            "named on the command line but not text ({why}): neither a batchguard manifest \
+             nor a registration source"
+        ),
+    )
+    .help(
+        "name only manifests and registration sources, or save the file as UTF-8 text \
+         (a pre-commit hook: `types: [yaml]`)",
+    );
+    FileLint {
+        file,
+        findings: vec![finding],
+        jobs: 0,
+        facts: Vec::new(),
+        regs: Vec::new(),
+        notes: Vec::new(),
+        code: CodeFacts::default(),
+    }
+}
+
+/// A YAML file that is nearly a manifest: a top-level `jobs` (or a one-edit typo of it)
+/// beside `version` or a typo of it (at most two edits, case ignored), or beside `service`
+/// or `deployment` — and not a manifest as written. Gives the misspelt keys (the typo and
+/// the key it stands for). A GitHub workflow (`jobs` beside `on`, `name`, `defaults`) and
+/// docker-compose (`version` beside `services`, no `jobs`) are not near.
+fn nearly_manifest(bytes: &[u8]) -> Option<Vec<(String, &'static str)>> {
+    if looks_like_manifest(bytes) {
+        return None;
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 20)]);
+    let keys: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.trim_end()))
+        .filter(|k| {
+            k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+        .collect();
+    let near = |k: &str, want: &str, edits: usize| {
+        k != want && strsim::damerau_levenshtein(&k.to_ascii_lowercase(), want) <= edits
+    };
+    let mut typos = Vec::new();
+    let jobs = keys.iter().find_map(|k| match *k {
+        "jobs" => Some(None),
+        k if near(k, "jobs", 1) => Some(Some(k)),
+        _ => None,
+    })?;
+    typos.extend(jobs.map(|k| (k.to_owned(), "jobs")));
+    let version = keys.iter().find_map(|k| match *k {
+        "version" => Some(None),
+        k if near(k, "version", 2) => Some(Some(k)),
+        _ => None,
+    });
+    typos.extend(version.flatten().map(|k| (k.to_owned(), "version")));
+    let beside = keys.iter().any(|k| matches!(*k, "service" | "deployment"));
+    (version.is_some() || beside).then_some(typos)
+}
+
 /// Why a file that is neither a manifest nor a registration source is not read, from its
 /// name and the top-level `apiVersion`/`kind` of its documents.
 fn why_not_read(path: &Path, bytes: &[u8]) -> String {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let head = &bytes[..bytes.len().min(1 << 20)];
-    if head.contains(&0) || std::str::from_utf8(head).is_err() && head.len() < (1 << 20) {
+    if not_text(bytes).is_some() {
         return "not text: neither a batchguard manifest nor a registration source".into();
+    }
+    if let Some(typos) = nearly_manifest(bytes) {
+        let said: Vec<String> = typos
+            .iter()
+            .map(|(typo, key)| format!("`{typo}` for `{key}`"))
+            .collect();
+        return format!(
+            "nearly a batchguard manifest ({}): name it *.batchguard.yaml, or name it on the \
+             command line, to have it linted",
+            if said.is_empty() {
+                "top-level `jobs` without `version`".to_owned()
+            } else {
+                said.join(", ")
+            }
+        );
     }
     if matches!(
         name,
@@ -267,6 +369,7 @@ fn why_not_read(path: &Path, bytes: &[u8]) -> String {
     ) {
         return "a kustomization is no batchguard source".into();
     }
+    let head = &bytes[..bytes.len().min(1 << 20)];
     let text = String::from_utf8_lossy(head);
     let top = |line: &str, key: &str| {
         line.strip_prefix(key)
@@ -553,7 +656,7 @@ pub fn run(opts: &LintOptions) -> LintRun {
 pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     let mut run = read(opts, walk, Checks::All);
     let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
-    run.jobs = analysis.groups.len();
+    run.jobs = jobs_count(&analysis);
     for (file, note) in analysis.guarded_notes() {
         if let Some(r) = run.read.get_mut(file) {
             r.notes.push(note);
@@ -566,6 +669,23 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
     });
     run
+}
+
+/// The summary's `jobs`: every manifest job (twenty manifest jobs that share one command
+/// are twenty jobs, whatever BG601 makes of them), and each group of registrations tied to
+/// no manifest job and in no manifest job's group once (its duplicates are one job).
+fn jobs_count(analysis: &crate::project::Analysis) -> usize {
+    let manifest = analysis.project.jobs.len();
+    let bare = analysis
+        .groups
+        .iter()
+        .filter(|g| {
+            !g.places
+                .iter()
+                .any(|p| matches!(p, crate::project::Place::Job(_)))
+        })
+        .count();
+    manifest + bare
 }
 
 /// Discovery and reading: every file's model and the cross-file project, what `graph`
@@ -758,6 +878,17 @@ fn lint_candidate(
             Some(why) => Err(why.into()),
             None => source(crate::sources::SourceKind::Code),
         };
+    }
+    if c.explicit {
+        if let Some(why) = not_text(bytes) {
+            return Ok((FileKind::Manifest, named_not_text(&c.path, &why)));
+        }
+        if nearly_manifest(bytes).is_some() {
+            return Ok((
+                FileKind::Manifest,
+                read_manifest(&c.path, bytes, opts, checks),
+            ));
+        }
     }
     let text = String::from_utf8_lossy(bytes);
     let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("");

@@ -208,8 +208,8 @@ impl<'a> Analysis<'a> {
                 let written = (reg.kind == SourceKind::Crontab)
                     .then(|| {
                         self.files.get(reg.file).and_then(|f| {
-                            f.shown_text()
-                                .get(reg.command_span.start..reg.command_span.end())
+                            let span = f.shown_span(reg.command_span);
+                            f.shown_text().get(span.start..span.end())
                         })
                     })
                     .flatten()

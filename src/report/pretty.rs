@@ -147,17 +147,30 @@ pub fn render(run: &LintRun, color: bool) -> String {
         .collect();
     let mut out = String::new();
     for f in &super::masked_findings(&run.files, &run.findings, false) {
-        let Some(src) = sources.get(f.at.file) else {
+        let (Some(src), Some(file)) = (sources.get(f.at.file), run.files.get(f.at.file)) else {
             continue;
         };
-        let shown = Shown { finding: f, src };
+        // Spans into the shown text, where each secret is a mask of one width.
+        let mut at_shown = f.clone();
+        at_shown.at.span = file.shown_span(f.at.span);
+        for r in at_shown
+            .related
+            .iter_mut()
+            .filter(|r| r.at.file == f.at.file)
+        {
+            r.at.span = file.shown_span(r.at.span);
+        }
+        let shown = Shown {
+            finding: &at_shown,
+            src,
+        };
         if handler.render_report(&mut out, &shown).is_err() {
             out.push_str(&format!("{}: {} {}\n", f.code, f.message, f.help));
         }
         // Related places in other files, one line each.
         for r in f.related.iter().filter(|r| r.at.file != f.at.file) {
             if let Some(other) = run.files.get(r.at.file) {
-                let (l, c) = other.line_col(r.at.span.start);
+                let (l, c) = other.line_col(other.public_span(r.at.span).start);
                 out.push_str(&format!(
                     "  also: {}:{l}:{c}: {}\n",
                     other.display, r.message

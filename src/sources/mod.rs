@@ -123,6 +123,8 @@ pub struct Registration {
     pub store_env: Option<Spanned<String>>,
     /// An in-process schedule's own facts (SPEC 3.7).
     pub code: Option<Box<code::CodeFields>>,
+    /// A PM2 `cron_restart` on a one-shot that PM2 restarts on exit: it loops (BG613).
+    pub restart_loop: Option<pm2::RestartLoop>,
 }
 
 impl Registration {
