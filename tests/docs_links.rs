@@ -71,11 +71,7 @@ fn read(path: &Path) -> Page {
             Event::End(TagEnd::Heading(_)) => {
                 let base = slug(&heading.take().unwrap_or_default());
                 let n = seen.entry(base.clone()).or_insert(0);
-                anchors.insert(if *n == 0 {
-                    base
-                } else {
-                    format!("{base}-{n}")
-                });
+                anchors.insert(if *n == 0 { base } else { format!("{base}-{n}") });
                 *n += 1;
             }
             Event::Text(t) | Event::Code(t) => {
@@ -98,7 +94,11 @@ fn resolve(base: &Path, rel: &str) -> PathBuf {
     for c in base.join(rel).components() {
         match c {
             Component::ParentDir => {
-                assert!(out.pop(), "{rel} from {} leaves the repository", base.display());
+                assert!(
+                    out.pop(),
+                    "{rel} from {} leaves the repository",
+                    base.display()
+                );
             }
             Component::CurDir => {}
             c => out.push(c),
@@ -179,8 +179,10 @@ fn the_checker_sees_slugs_files_and_anchors() {
         slug("Refusing a stale holder's writes (Node.js)"),
         "refusing-a-stale-holders-writes-nodejs"
     );
-    assert_eq!(slug("Drill records and AU301: has recovery been rehearsed this quarter?"),
-        "drill-records-and-au301-has-recovery-been-rehearsed-this-quarter");
+    assert_eq!(
+        slug("Drill records and AU301: has recovery been rehearsed this quarter?"),
+        "drill-records-and-au301-has-recovery-been-rehearsed-this-quarter"
+    );
 
     let dir = tempfile::tempdir().expect("tempdir");
     let page = dir.path().join("p.md");
@@ -190,7 +192,9 @@ fn the_checker_sees_slugs_files_and_anchors() {
     )
     .expect("write");
     let p = read(&page);
-    assert!(p.anchors.contains("title") && p.anchors.contains("same") && p.anchors.contains("same-1"));
+    assert!(
+        p.anchors.contains("title") && p.anchors.contains("same") && p.anchors.contains("same-1")
+    );
     assert_eq!(
         p.links.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(),
         ["#same-1", "#nope", "https://example.com/x#y"]
@@ -209,11 +213,16 @@ fn the_index_lists_the_pages_that_come_with_their_features() {
     let a = index
         .find("<!-- pages-with-features:start -->")
         .expect("start marker");
-    let b = index.find("<!-- pages-with-features:end -->").expect("end marker");
+    let b = index
+        .find("<!-- pages-with-features:end -->")
+        .expect("end marker");
     let list = &index[a..b];
     for page in PAGES_WITH_FEATURES {
         let name = page.trim_start_matches("docs/");
-        assert!(list.contains(&format!("]({name})")), "{page} is not in the list");
+        assert!(
+            list.contains(&format!("]({name})")),
+            "{page} is not in the list"
+        );
         if !Path::new(page).exists() {
             eprintln!("{page}: not here yet");
         }

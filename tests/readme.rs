@@ -33,7 +33,9 @@ fn ci_runs_the_readme_test_command() {
     let readme = readme();
     let ci = std::fs::read_to_string(".ci/run").expect(".ci/run");
     let first_block = between(&readme, "```sh\n", "```");
-    let mut lines = first_block.lines().map(|l| l.split('#').next().unwrap_or("").trim());
+    let mut lines = first_block
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim());
     let demo = lines.next().expect("first line of the first block");
     assert_eq!(demo, "./scripts/demo.sh", "the README starts with the demo");
     assert!(
@@ -56,7 +58,10 @@ fn readme_is_a_landing_page_with_an_example_and_a_page_per_command() {
         lines < 250,
         "README.md has {lines} lines: the manual belongs in docs/, the README under 250"
     );
-    assert!(readme.contains("](docs/README.md)"), "README links the manual's index");
+    assert!(
+        readme.contains("](docs/README.md)"),
+        "README links the manual's index"
+    );
 
     let help = common::bg().arg("--help").output().expect("runs");
     let help = String::from_utf8_lossy(&help.stdout).into_owned();
@@ -66,7 +71,10 @@ fn readme_is_a_landing_page_with_an_example_and_a_page_per_command() {
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
         .collect();
-    assert!(commands.len() >= 10, "commands read from --help: {commands:?}");
+    assert!(
+        commands.len() >= 10,
+        "commands read from --help: {commands:?}"
+    );
 
     let examples: Vec<&str> = readme
         .split("```sh\n")
