@@ -1218,7 +1218,7 @@ fn judge_file(index: usize, file: &SourceFile, findings: Vec<Finding>, out: &mut
     }
 }
 
-/// The rule table the README carries (a test keeps the two in step).
+/// The rule table docs/rules.md carries (a test keeps the two in step).
 pub fn rules_markdown() -> String {
     let mut s = String::from("| code | name | default | fires when |\n|---|---|---|---|\n");
     for m in crate::REGISTRY.all() {
