@@ -173,6 +173,19 @@ pub struct FileRead {
     pub notes: Vec<String>,
 }
 
+/// A deploy unit as `lint --list-files` shows it (docs/deploy-units.md).
+#[derive(Clone, Debug)]
+pub struct UnitShown {
+    pub display: String,
+    pub kind: &'static str,
+    /// The test, fixture or example folder it lies in.
+    pub fixture: Option<String>,
+    /// The files read in it.
+    pub files: Vec<String>,
+    /// What ties it to other units, and those units.
+    pub ties: Vec<(String, Vec<String>)>,
+}
+
 /// A file seen but not read, and why (SPEC 3.6 "What was read").
 #[derive(Clone, Debug)]
 pub struct NotRead {
@@ -200,9 +213,56 @@ pub struct LintRun {
     pub unreadable: Vec<(PathBuf, String)>,
     /// Manifest jobs and registrations, for the cross-file rules and `batchguard graph`.
     pub project: crate::project::Project,
+    /// Deploy units tied together (the tree's and the manifests'), for `--list-files`.
+    pub deploy_sets: Vec<crate::project::DeploySet>,
 }
 
 impl LintRun {
+    /// The deploy units that hold a file read, in path order of their first file, each with
+    /// the files it holds and what ties it to other units (`tie`, the other units shown).
+    /// Empty when every file is in one unit.
+    pub fn units(&self) -> Vec<UnitShown> {
+        let units = &self.project.units;
+        if !units.several() {
+            return Vec::new();
+        }
+        let mut out: Vec<UnitShown> = Vec::new();
+        let mut index: std::collections::HashMap<usize, usize> = Default::default();
+        for (file, &u) in units.of_file.iter().enumerate() {
+            let Some(unit) = units.units.get(u) else {
+                continue;
+            };
+            let i = *index.entry(u).or_insert_with(|| {
+                let ties = self
+                    .deploy_sets
+                    .iter()
+                    .filter(|s| s.units.contains(&u))
+                    .map(|s| {
+                        let others: Vec<String> = s
+                            .units
+                            .iter()
+                            .filter(|&&v| v != u)
+                            .filter_map(|&v| units.units.get(v).map(|x| x.display.clone()))
+                            .collect();
+                        (s.tie.clone(), others)
+                    })
+                    .collect();
+                out.push(UnitShown {
+                    display: unit.display.clone(),
+                    kind: unit.kind.as_str(),
+                    fixture: unit.fixture.clone(),
+                    files: Vec::new(),
+                    ties,
+                });
+                out.len() - 1
+            });
+            if let Some(f) = self.files.get(file) {
+                out[i].files.push(f.display.clone());
+            }
+        }
+        out
+    }
+
     /// Files read as `kind`.
     pub fn files_of(&self, kind: FileKind) -> usize {
         self.read.iter().filter(|r| r.kind == kind).count()
@@ -316,6 +376,9 @@ fn why_not_read(path: &Path, bytes: &[u8]) -> String {
 struct Candidate {
     path: PathBuf,
     explicit: bool,
+    /// The folder it was found under; for a file named on the command line, the current
+    /// directory when it is under it, else its own folder (bounds its deploy unit).
+    root: PathBuf,
 }
 
 /// How `lint` walks folders (SPEC 3.6 "Files").
@@ -457,9 +520,17 @@ fn discover(
     };
     for root in &opts.paths {
         if root.is_file() {
+            let abs = std::path::absolute(root).unwrap_or_else(|_| root.clone());
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let bound = if abs.starts_with(&cwd) {
+                cwd
+            } else {
+                abs.parent().map(Path::to_path_buf).unwrap_or_default()
+            };
             found.candidates.push(Candidate {
                 path: root.clone(),
                 explicit: true,
+                root: bound,
             });
             continue;
         }
@@ -515,6 +586,7 @@ fn discover(
                 found.candidates.push(Candidate {
                     path,
                     explicit: false,
+                    root: root.clone(),
                 });
             } else {
                 found.not_read.push(NotRead {
@@ -554,6 +626,7 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     let mut run = read(opts, walk, Checks::All);
     let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
     run.jobs = analysis.groups.len();
+    run.deploy_sets = analysis.sets.clone();
     for (file, note) in analysis.guarded_notes() {
         if let Some(r) = run.read.get_mut(file) {
             r.notes.push(note);
@@ -601,8 +674,10 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
             run_store: opts.settings.config.run.store.clone(),
             ..crate::project::Project::default()
         },
+        deploy_sets: Vec::new(),
     };
     let mut not_read = Vec::new();
+    let mut unit_roots: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut modules = Vec::new();
     let mut code = CodeFacts::default();
     for (c, r) in found.candidates.iter().zip(results) {
@@ -624,11 +699,19 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                     jobs,
                     facts,
                     regs,
+                    unscheduled,
                     notes,
                     code: facts_of_code,
                 },
             ))) => {
                 let idx = run.files.len();
+                unit_roots.push((c.path.clone(), c.root.clone()));
+                run.project
+                    .unscheduled
+                    .extend(unscheduled.into_iter().map(|mut u| {
+                        u.file = idx;
+                        u
+                    }));
                 if kind == FileKind::Source(crate::sources::SourceKind::Code) {
                     modules.push(crate::sources::code::Module {
                         file: idx,
@@ -670,6 +753,13 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
         &code.hpas,
         &opts.paths,
     );
+    run.project.units = crate::project::Units::detect(&unit_roots);
+    run.deploy_sets = run.project.units.sets.clone();
+    for (file, note) in unscheduled_notes(&run.project) {
+        if let Some(r) = run.read.get_mut(file) {
+            r.notes.push(note);
+        }
+    }
     run.not_read = not_read;
     run.not_read.extend(found.not_read);
     run.not_read.extend(found.hidden.iter().map(|p| NotRead {
@@ -680,6 +770,42 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
     run
 }
 
+/// Why a CronJob without a schedule is not reported (BG003 reports the others): it is a
+/// kustomize patch or lies in a test fixture. Said in `lint --list-files`.
+fn unscheduled_notes(project: &crate::project::Project) -> Vec<(usize, String)> {
+    project
+        .unscheduled
+        .iter()
+        .filter_map(|u| {
+            let why = unscheduled_excuse(project, u)?;
+            Some((
+                u.file,
+                format!("{} has no spec.schedule: {why}; registers nothing", u.label),
+            ))
+        })
+        .collect()
+}
+
+/// Why a CronJob without `spec.schedule` is no error, or `None` when it would be
+/// deployed as it is (the API server rejects it: BG003).
+pub fn unscheduled_excuse(
+    project: &crate::project::Project,
+    u: &crate::sources::Unscheduled,
+) -> Option<String> {
+    let units = &project.units;
+    let unit = units.of(u.file).and_then(|i| units.units.get(i));
+    if let Some(k) = units.patch_of(u.file) {
+        return Some(format!("a patch named by `{k}` (its schedule comes from the base)"));
+    }
+    if !u.complete {
+        return Some("a patch (no container image; its schedule comes from the base)".into());
+    }
+    if let Some(fx) = unit.and_then(|u| u.fixture.as_ref()) {
+        return Some(format!("a test fixture under `{fx}`, not deployed"));
+    }
+    None
+}
+
 /// One file's result; file index 0 is a placeholder the caller renumbers.
 pub struct FileLint {
     pub file: SourceFile,
@@ -687,6 +813,8 @@ pub struct FileLint {
     pub jobs: usize,
     pub facts: Vec<crate::project::ManifestJob>,
     pub regs: Vec<crate::sources::Registration>,
+    /// CronJobs without a schedule (judged with the deploy unit, BG003).
+    pub unscheduled: Vec<crate::sources::Unscheduled>,
     /// What the file holds that registers nothing (see [`FileRead::notes`]).
     pub notes: Vec<String>,
     /// A code file's relative imports; what a file starts (SPEC 3.7, linked after reading).
@@ -895,6 +1023,7 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions, checks: Checks) 
         jobs: loaded.jobs.len(),
         facts,
         regs: Vec::new(),
+        unscheduled: Vec::new(),
         notes: Vec::new(),
         code: CodeFacts::default(),
     }

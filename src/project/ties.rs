@@ -1,7 +1,9 @@
-//! Registrations tied to manifest jobs (SPEC 3.5 "Ties").
+//! Registrations tied to manifest jobs (SPEC 3.5 "Ties"), and deploy units tied together
+//! (docs/deploy-units.md): by the tree (a kustomization, a chart) or by a manifest whose
+//! jobs are registered in several units.
 
-use super::Analysis;
-use std::collections::HashMap;
+use super::{Analysis, DeploySet, Place};
+use std::collections::{BTreeMap, HashMap};
 
 impl Analysis<'_> {
     pub(super) fn by_key(&self) -> HashMap<String, Vec<usize>> {
@@ -46,5 +48,63 @@ impl Analysis<'_> {
                 (hits.len() == 1).then(|| hits[0])
             })
             .collect();
+    }
+
+    /// The deploy unit of a place; `None` when units were not detected (one unit).
+    pub fn unit(&self, p: Place) -> Option<usize> {
+        self.project.units.of(self.location(p).file)
+    }
+
+    /// The tree's deploy sets, then one per manifest that ties units: the manifest's own
+    /// unit and those of the registrations tied to its jobs.
+    pub(super) fn build_sets(&mut self) {
+        let units = &self.project.units;
+        let mut sets = units.sets.clone();
+        let mut by_manifest: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (r, t) in self.ties.iter().enumerate() {
+            let Some(j) = *t else { continue };
+            let file = self.project.jobs[j].file;
+            if let (Some(mu), Some(ru)) = (units.of(file), units.of(self.project.regs[r].file)) {
+                by_manifest.entry(file).or_default().extend([mu, ru]);
+            }
+        }
+        for (file, mut list) in by_manifest {
+            list.sort_unstable();
+            list.dedup();
+            if list.len() > 1 {
+                sets.push(DeploySet {
+                    units: list,
+                    tie: format!("manifest `{}`", self.display(file)),
+                });
+            }
+        }
+        let mut sets_of = vec![Vec::new(); units.units.len()];
+        for (i, s) in sets.iter().enumerate() {
+            for &u in &s.units {
+                if let Some(list) = sets_of.get_mut(u) {
+                    list.push(i);
+                }
+            }
+        }
+        self.sets = sets;
+        self.sets_of = sets_of;
+    }
+
+    /// The deploy sets a unit is in (none: it is deployed on its own).
+    pub fn sets_of(&self, unit: usize) -> &[usize] {
+        self.sets_of.get(unit).map_or(&[], Vec::as_slice)
+    }
+
+    /// Two places may be one deploy's: the same unit, or units a deploy set ties.
+    pub fn together(&self, a: Place, b: Place) -> bool {
+        match (self.unit(a), self.unit(b)) {
+            (Some(x), Some(y)) => {
+                x == y || {
+                    let ys = self.sets_of(y);
+                    self.sets_of(x).iter().any(|s| ys.contains(s))
+                }
+            }
+            _ => true,
+        }
     }
 }

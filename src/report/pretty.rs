@@ -242,6 +242,33 @@ pub fn list_files(run: &LintRun) -> String {
             n.display, "not read", n.reason
         ));
     }
+    let units = run.units();
+    if !units.is_empty() {
+        out.push_str(&format!(
+            "\n{} deploy units (BG601 compares places within a unit, or across units tied together):\n",
+            units.len()
+        ));
+        for u in &units {
+            let fixture = u
+                .fixture
+                .as_ref()
+                .map(|f| format!(", test fixture under {f}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {}  ({}{fixture}): {}\n",
+                u.display,
+                u.kind,
+                plural(u.files.len(), "file")
+            ));
+            for (tie, others) in &u.ties {
+                out.push_str(&format!(
+                    "      deployed with {} (tied by {tie})\n",
+                    others.join(", ")
+                ));
+            }
+        }
+        out.push('\n');
+    }
     out.push_str(&summary(run));
     out
 }
