@@ -321,10 +321,7 @@ fn why_not_read(path: &Path, bytes: &[u8]) -> String {
     if head.contains(&0) || std::str::from_utf8(head).is_err() && head.len() < (1 << 20) {
         return "not text: neither a batchguard manifest nor a registration source".into();
     }
-    if matches!(
-        name,
-        "kustomization.yaml" | "kustomization.yml" | "Kustomization"
-    ) {
+    if crate::sources::kubernetes::KUSTOMIZATION_NAMES.contains(&name) {
         return "a kustomization is no batchguard source".into();
     }
     let text = String::from_utf8_lossy(head);

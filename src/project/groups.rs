@@ -165,7 +165,7 @@ impl Analysis<'_> {
                     if ns.is_some() && self.namespace(*p).is_some_and(|n| Some(n) != ns) {
                         continue;
                     }
-                    if !up.1.contains(&self.unit(*p)) {
+                    if !self.in_pass(*p, &up.1) {
                         continue;
                     }
                     match *p {
@@ -200,9 +200,27 @@ impl Analysis<'_> {
                     .places
                     .iter()
                     .copied()
-                    .filter(|p| units.contains(&self.unit(*p)))
+                    .filter(|p| self.in_pass(*p, units))
                     .collect();
                 g.tie = set.and_then(|s| self.sets.get(s)).map(|s| s.tie.clone());
+                // A manifest above the other places' unit ties them by covering it.
+                let mut seen: Vec<Option<usize>> =
+                    g.duplicated.iter().map(|p| self.unit(*p)).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                if g.tie.is_none()
+                    && seen.len() > 1
+                    && let Some(Place::Job(j)) = g
+                        .duplicated
+                        .iter()
+                        .find(|p| matches!(p, Place::Job(_)))
+                        .copied()
+                {
+                    g.tie = Some(format!(
+                        "manifest `{}` (it declares the jobs of the tree below it)",
+                        self.display(self.project.jobs[j].file)
+                    ));
+                }
             }
             if g.duplicate {
                 g.guarded = self.guarded_by(&g.places);
@@ -242,6 +260,13 @@ impl Analysis<'_> {
         out
     }
 
+    /// A place is counted in a pass over `units` when its unit is one of them, or when it
+    /// is a manifest job whose manifest covers one of them.
+    fn in_pass(&self, p: Place, units: &[Option<usize>]) -> bool {
+        let u = self.unit(p);
+        units.contains(&u) || units.iter().any(|v| self.covers(p, *v))
+    }
+
     /// One place per deploy unit of `xs` stands for its unit: the others are joined to it.
     fn per_unit(&self, xs: &[Place], union: &mut dyn FnMut(Place, Place)) -> Vec<Place> {
         let mut reps: HashMap<Option<usize>, Place> = HashMap::new();
@@ -258,32 +283,34 @@ impl Analysis<'_> {
         order
     }
 
-    /// Joins the representatives of two lists (or of one list among itself) whose units
-    /// may deploy together; a unit in no deploy set meets only its own.
+    /// Joins the representatives of two lists (or of one list among itself) that may be
+    /// one deploy's: a place of a unit in no deploy set meets only its own unit and
+    /// manifest jobs; the callback decides ([`Analysis::together`]).
     fn join_reps(&self, a: &[Place], b: Option<&[Place]>, union: &mut dyn FnMut(Place, Place)) {
-        let tied = |p: Place| self.unit(p).is_none_or(|u| !self.sets_of(u).is_empty());
-        match b {
-            None => {
-                let linked: Vec<Place> = a.iter().copied().filter(|p| tied(*p)).collect();
-                for (i, &x) in linked.iter().enumerate() {
-                    for &y in &linked[i + 1..] {
+        let job = |p: Place| matches!(p, Place::Job(_));
+        let linked = |p: Place| {
+            job(p) || self.unit(p).is_none_or(|u| !self.sets_of(u).is_empty())
+        };
+        let (b, same_list) = match b {
+            Some(b) => (b, false),
+            None => (a, true),
+        };
+        let by_unit: HashMap<Option<usize>, Place> =
+            b.iter().map(|p| (self.unit(*p), *p)).collect();
+        let jobs: Vec<Place> = b.iter().copied().filter(|p| job(*p)).collect();
+        for &x in a {
+            if linked(x) {
+                for &y in b {
+                    if x != y && (linked(y) || job(x)) {
                         union(x, y);
                     }
                 }
-            }
-            Some(b) => {
-                let same: HashMap<Option<usize>, Place> =
-                    b.iter().map(|p| (self.unit(*p), *p)).collect();
-                let linked: Vec<Place> = b.iter().copied().filter(|p| tied(*p)).collect();
-                for &x in a {
-                    if let Some(&y) = same.get(&self.unit(x)) {
-                        union(x, y);
-                    }
-                    if tied(x) {
-                        for &y in &linked {
-                            union(x, y);
-                        }
-                    }
+            } else {
+                if !same_list && let Some(&y) = by_unit.get(&self.unit(x)) {
+                    union(x, y);
+                }
+                for &y in &jobs {
+                    union(x, y);
                 }
             }
         }

@@ -31,7 +31,7 @@ mod units;
 pub use facts::manifest_facts;
 pub use slots::year_slots;
 pub use stores::{Scheme, StoreFrom, StoreOfRun, guard_note, registrations, shared};
-pub use units::{DeploySet, FIXTURE_DIRS, KUSTOMIZATION_NAMES, Unit, UnitKind, Units};
+pub use units::{DeploySet, Units};
 
 use crate::finding::Location;
 use crate::schedule::Dialect;
@@ -156,6 +156,9 @@ pub struct Analysis<'a> {
     pub sets: Vec<DeploySet>,
     /// For each unit, the deploy sets it is in.
     sets_of: Vec<Vec<usize>>,
+    /// For each manifest file, the units it declares jobs for: its own, and every unit
+    /// below its folder that is not a test fixture.
+    covered: HashMap<usize, Vec<usize>>,
 }
 
 impl<'a> Analysis<'a> {
@@ -171,6 +174,7 @@ impl<'a> Analysis<'a> {
             cycles: Vec::new(),
             sets: Vec::new(),
             sets_of: Vec::new(),
+            covered: HashMap::new(),
         };
         a.resolve_ties();
         a.build_sets();

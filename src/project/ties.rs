@@ -88,6 +88,49 @@ impl Analysis<'_> {
         }
         self.sets = sets;
         self.sets_of = sets_of;
+        let mut covered: HashMap<usize, Vec<usize>> = HashMap::new();
+        for job in &self.project.jobs {
+            if covered.contains_key(&job.file) {
+                continue;
+            }
+            let Some(own) = units.of(job.file) else {
+                continue;
+            };
+            let dir = self
+                .files
+                .get(job.file)
+                .and_then(|f| std::path::absolute(&f.path).ok())
+                .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+            let mut list = vec![own];
+            if let Some(dir) = dir
+                && units.units.get(own).is_some_and(|u| u.fixture.is_none())
+            {
+                list.extend(
+                    units
+                        .units
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, u)| u.fixture.is_none() && u.root.starts_with(&dir))
+                        .map(|(i, _)| i),
+                );
+            }
+            list.sort_unstable();
+            list.dedup();
+            covered.insert(job.file, list);
+        }
+        self.covered = covered;
+    }
+
+    /// A manifest job declares the jobs of the tree below its manifest: it is compared
+    /// with the places of every unit there (not of test fixtures).
+    pub(super) fn covers(&self, p: Place, unit: Option<usize>) -> bool {
+        match (p, unit) {
+            (Place::Job(j), Some(u)) => self
+                .covered
+                .get(&self.project.jobs[j].file)
+                .is_some_and(|l| l.contains(&u)),
+            _ => false,
+        }
     }
 
     /// The deploy sets a unit is in (none: it is deployed on its own).
@@ -95,14 +138,18 @@ impl Analysis<'_> {
         self.sets_of.get(unit).map_or(&[], Vec::as_slice)
     }
 
-    /// Two places may be one deploy's: the same unit, or units a deploy set ties.
+    /// Two places may be one deploy's: the same unit, units a deploy set ties, or a
+    /// manifest job and a place in the tree below its manifest.
     pub fn together(&self, a: Place, b: Place) -> bool {
         match (self.unit(a), self.unit(b)) {
             (Some(x), Some(y)) => {
-                x == y || {
-                    let ys = self.sets_of(y);
-                    self.sets_of(x).iter().any(|s| ys.contains(s))
-                }
+                x == y
+                    || {
+                        let ys = self.sets_of(y);
+                        self.sets_of(x).iter().any(|s| ys.contains(s))
+                    }
+                    || self.covers(a, Some(y))
+                    || self.covers(b, Some(x))
             }
             _ => true,
         }

@@ -16,6 +16,7 @@
 //! entries, cached per folder) and each kustomization once.
 
 use crate::manifest::yaml::{self, Node, Value};
+use crate::sources::kubernetes::KUSTOMIZATION_NAMES;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
@@ -36,9 +37,6 @@ pub const FIXTURE_DIRS: &[&str] = &[
     "sample",
 ];
 
-/// The names a kustomization file goes by (kustomize accepts all three).
-pub const KUSTOMIZATION_NAMES: [&str; 3] =
-    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// What makes a folder a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,6 +25,10 @@ use crate::manifest::Issue;
 use crate::manifest::yaml::{self, Node, Value};
 use crate::text::Span;
 
+/// The names a kustomization file goes by (kustomize accepts all three).
+pub const KUSTOMIZATION_NAMES: [&str; 3] =
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
 /// The annotation that ties a CronJob to a manifest job.
 pub const TIE_ANNOTATION: &str = "batchguard.dev/job";
 

@@ -226,7 +226,7 @@ pub fn classify(path: &Path, bytes: &[u8], explicit: bool) -> Option<SourceKind>
     }
     let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
     // A kustomization names CronJobs (a patch's `target: {kind: CronJob}`) but is none.
-    let kustomization = crate::project::KUSTOMIZATION_NAMES.contains(&name);
+    let kustomization = kubernetes::KUSTOMIZATION_NAMES.contains(&name);
     if (yaml || explicit) && !kustomization && kubernetes::looks_like_cronjob(bytes) {
         return Some(SourceKind::Kubernetes);
     }
