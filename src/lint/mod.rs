@@ -792,7 +792,9 @@ pub fn unscheduled_excuse(
     let units = &project.units;
     let unit = units.of(u.file).and_then(|i| units.units.get(i));
     if let Some(k) = units.patch_of(u.file) {
-        return Some(format!("a patch named by `{k}` (its schedule comes from the base)"));
+        return Some(format!(
+            "a patch named by `{k}` (its schedule comes from the base)"
+        ));
     }
     if !u.complete {
         return Some("a patch (no container image; its schedule comes from the base)".into());

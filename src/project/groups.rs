@@ -288,9 +288,7 @@ impl Analysis<'_> {
     /// manifest jobs; the callback decides ([`Analysis::together`]).
     fn join_reps(&self, a: &[Place], b: Option<&[Place]>, union: &mut dyn FnMut(Place, Place)) {
         let job = |p: Place| matches!(p, Place::Job(_));
-        let linked = |p: Place| {
-            job(p) || self.unit(p).is_none_or(|u| !self.sets_of(u).is_empty())
-        };
+        let linked = |p: Place| job(p) || self.unit(p).is_none_or(|u| !self.sets_of(u).is_empty());
         let (b, same_list) = match b {
             Some(b) => (b, false),
             None => (a, true),
@@ -412,7 +410,10 @@ impl Analysis<'_> {
                 for (s, ps) in subs {
                     for (t, qs) in subs2 {
                         if meets(*s, *t) {
-                            let (ps, qs) = (self.per_unit(ps, &mut |_, _| {}), self.per_unit(qs, &mut |_, _| {}));
+                            let (ps, qs) = (
+                                self.per_unit(ps, &mut |_, _| {}),
+                                self.per_unit(qs, &mut |_, _| {}),
+                            );
                             self.join_reps(&ps, Some(&qs), union);
                         }
                     }

@@ -37,7 +37,6 @@ pub const FIXTURE_DIRS: &[&str] = &[
     "sample",
 ];
 
-
 /// What makes a folder a unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnitKind {
@@ -332,8 +331,7 @@ impl Detect {
         let within = self.within(dir);
         for key in ["resources", "bases", "components"] {
             for entry in strings(crate::sources::get(&root, key)) {
-                if entry.contains("://") || entry.starts_with("git@") || entry.contains("?ref=")
-                {
+                if entry.contains("://") || entry.starts_with("git@") || entry.contains("?ref=") {
                     continue;
                 }
                 let target = normalize(&dir.join(&entry));
@@ -450,7 +448,11 @@ mod tests {
         let root = t.path().to_path_buf();
         let a = write(&root, "testdata/a.yaml", "");
         let b = write(&root, "testdata/b.yaml", "");
-        let c = write(&root, "examples/app/kustomization.yaml", "resources: [c.yaml]\n");
+        let c = write(
+            &root,
+            "examples/app/kustomization.yaml",
+            "resources: [c.yaml]\n",
+        );
         let c1 = write(&root, "examples/app/c.yaml", "");
         let c2 = write(&root, "examples/app/d.yaml", "");
         let top = write(&root, "deploy/crontab", "");
@@ -488,10 +490,21 @@ mod tests {
             .collect();
         let u = Units::detect(&files);
         let (b, p, s) = (u.of_file[0], u.of_file[1], u.of_file[2]);
-        assert!(u.sets.iter().any(|set| set.units.contains(&b) && set.units.contains(&p)));
-        assert!(!u.sets.iter().any(|set| set.units.contains(&s) && set.units.len() > 1));
+        assert!(
+            u.sets
+                .iter()
+                .any(|set| set.units.contains(&b) && set.units.contains(&p))
+        );
+        assert!(
+            !u.sets
+                .iter()
+                .any(|set| set.units.contains(&s) && set.units.len() > 1)
+        );
         assert!(u.patches.contains_key(&absolute(&patch)));
-        assert!(u.patches.contains_key(&absolute(&root.join("prod/more.yaml"))));
+        assert!(
+            u.patches
+                .contains_key(&absolute(&root.join("prod/more.yaml")))
+        );
         let _ = (base, other);
     }
 }

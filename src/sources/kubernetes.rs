@@ -212,7 +212,14 @@ fn unscheduled(root: &Node) -> Option<Unscheduled> {
     let name = path(root, &["metadata", "name"]).and_then(str_at);
     let complete = path(
         root,
-        &["spec", "jobTemplate", "spec", "template", "spec", "containers"],
+        &[
+            "spec",
+            "jobTemplate",
+            "spec",
+            "template",
+            "spec",
+            "containers",
+        ],
     )
     .is_some_and(|c| match &c.value {
         Value::Seq(items) => items.iter().any(|c| get(c, "image").is_some()),
