@@ -375,13 +375,21 @@ fn two_repositories_are_separate_units_and_one_repository_still_has_duplicates()
     let v = lint_paths(&[dir.path()]);
     assert_eq!(count(&v, "BG601"), 0, "{v:#}");
     assert_eq!(v["summary"]["registrations"], 2, "{v:#}");
-    // Named one by one on the command line, without markers: two units as well.
+    // Two folders outside the current directory, named one by one: two units as well.
     let plain = temp_tree(&[
         ("a/k8s/settle.yaml", SETTLE_CRONJOB),
         ("b/hosts/crontab", SETTLE_CRONTAB),
     ]);
     let v = lint_paths(&[&plain.path().join("a"), &plain.path().join("b")]);
     assert_eq!(count(&v, "BG601"), 0, "{v:#}");
+    // Two folders of the project in the current directory (`lint k8s hosts`) are one.
+    let out = bg()
+        .current_dir(plain.path())
+        .args(["lint", "--format", "json", "--now", NOW, "a/k8s", "b/hosts"])
+        .output()
+        .expect("runs");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(count(&v, "BG601"), 1, "{v:#}");
     // The same two files in one repository are one job registered twice, as before.
     let one = temp_tree(&[
         ("repo/.git/HEAD", "ref: refs/heads/main\n"),

@@ -373,9 +373,11 @@ fn why_not_read(path: &Path, bytes: &[u8]) -> String {
 struct Candidate {
     path: PathBuf,
     explicit: bool,
-    /// The folder it was found under; for a file named on the command line, the current
-    /// directory when it is under it, else its own folder (bounds its deploy unit).
-    root: PathBuf,
+    /// What bounds its deploy unit: the current directory when the path given is under
+    /// it, else the folder given (for a file named on the command line, its folder).
+    bound: PathBuf,
+    /// Below which test and example folders count (see [`crate::project::FileOrigin`]).
+    given: PathBuf,
 }
 
 /// How `lint` walks folders (SPEC 3.6 "Files").
@@ -516,18 +518,23 @@ fn discover(
         hidden: Vec::new(),
     };
     for root in &opts.paths {
+        // Deploy units are bounded by the current directory when the path is under it
+        // (`lint deploy k8s` is one project), else by the path itself.
+        let abs = std::path::absolute(root).unwrap_or_else(|_| root.clone());
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let bound = if abs.starts_with(&cwd) {
+            cwd
+        } else if root.is_file() {
+            abs.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            abs.clone()
+        };
         if root.is_file() {
-            let abs = std::path::absolute(root).unwrap_or_else(|_| root.clone());
-            let cwd = std::env::current_dir().unwrap_or_default();
-            let bound = if abs.starts_with(&cwd) {
-                cwd
-            } else {
-                abs.parent().map(Path::to_path_buf).unwrap_or_default()
-            };
             found.candidates.push(Candidate {
                 path: root.clone(),
                 explicit: true,
-                root: bound,
+                given: bound.clone(),
+                bound,
             });
             continue;
         }
@@ -583,7 +590,8 @@ fn discover(
                 found.candidates.push(Candidate {
                     path,
                     explicit: false,
-                    root: root.clone(),
+                    bound: bound.clone(),
+                    given: abs.clone(),
                 });
             } else {
                 found.not_read.push(NotRead {
@@ -674,7 +682,7 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
         deploy_sets: Vec::new(),
     };
     let mut not_read = Vec::new();
-    let mut unit_roots: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut origins: Vec<crate::project::FileOrigin> = Vec::new();
     let mut modules = Vec::new();
     let mut code = CodeFacts::default();
     for (c, r) in found.candidates.iter().zip(results) {
@@ -702,7 +710,11 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                 },
             ))) => {
                 let idx = run.files.len();
-                unit_roots.push((c.path.clone(), c.root.clone()));
+                origins.push(crate::project::FileOrigin {
+                    path: c.path.clone(),
+                    bound: c.bound.clone(),
+                    given: c.given.clone(),
+                });
                 run.project
                     .unscheduled
                     .extend(unscheduled.into_iter().map(|mut u| {
@@ -750,7 +762,7 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
         &code.hpas,
         &opts.paths,
     );
-    run.project.units = crate::project::Units::detect(&unit_roots);
+    run.project.units = crate::project::Units::detect(&origins);
     run.deploy_sets = run.project.units.sets.clone();
     for (file, note) in unscheduled_notes(&run.project) {
         if let Some(r) = run.read.get_mut(file) {

@@ -127,21 +127,36 @@ impl Units {
         seen.len() > 1
     }
 
-    /// Detects the unit of each file; `files[i]` is the file's path as read and the root it
-    /// was found under (the folder walked, or for a file named on the command line the
-    /// current directory when it is under it, else its own folder).
-    pub fn detect(files: &[(PathBuf, PathBuf)]) -> Units {
+    /// Detects the unit of each file of the run, in order.
+    pub fn detect(files: &[FileOrigin]) -> Units {
         let mut d = Detect::default();
-        for (path, root) in files {
-            let path = absolute(path);
-            let root = absolute(root);
-            let u = d.unit_of_file(&path, &root);
+        for f in files {
+            let path = absolute(&f.path);
+            let (bound, given) = (absolute(&f.bound), absolute(&f.given));
+            if !d.bounds.contains(&bound) {
+                d.bounds.push(bound.clone());
+            }
+            let u = d.unit_of_file(&path, &bound, &given);
             d.out.of_file.push(u);
             d.out.paths.push(path);
         }
         d.link();
         d.out
     }
+}
+
+/// Where a file of the run comes from, as unit detection needs it.
+#[derive(Clone, Debug)]
+pub struct FileOrigin {
+    /// The file as read.
+    pub path: PathBuf,
+    /// The highest folder a marker is looked for in, and the unit of a file without one:
+    /// the current directory when the path given is under it, else the path given.
+    pub bound: PathBuf,
+    /// Test, fixture and example folders count below this folder only: the folder lint
+    /// was given (`lint tests/deploy` lints a deployment), or for a file named on the
+    /// command line, `bound` (pre-commit names `tests/fixtures/x.yaml`).
+    pub given: PathBuf,
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -170,6 +185,8 @@ struct Detect {
     out: Units,
     by_root: HashMap<PathBuf, usize>,
     markers: HashMap<PathBuf, Option<(UnitKind, Option<PathBuf>)>>,
+    /// The bounds of the files of the run.
+    bounds: Vec<PathBuf>,
 }
 
 impl Detect {
@@ -199,7 +216,7 @@ impl Detect {
         u
     }
 
-    fn unit_of_file(&mut self, path: &Path, root: &Path) -> usize {
+    fn unit_of_file(&mut self, path: &Path, root: &Path, given: &Path) -> usize {
         // Folders from the file's up to the root, deepest first.
         let dirs: Vec<PathBuf> = match path.strip_prefix(root) {
             Ok(_) => path
@@ -210,11 +227,11 @@ impl Detect {
                 .collect(),
             Err(_) => path.parent().map(Path::to_path_buf).into_iter().collect(),
         };
-        // The outermost test/fixture/example folder below the root.
+        // The outermost test/fixture/example folder below the folder given.
         let fixture = dirs
             .iter()
             .rev()
-            .filter(|d| d.as_path() != root)
+            .filter(|d| d.as_path() != given && d.starts_with(given))
             .find(|d| {
                 d.file_name()
                     .and_then(|n| n.to_str())
@@ -250,9 +267,9 @@ impl Detect {
                 return self.unit(target, kind, None);
             }
             // A plain folder: its files' unit.
-            return self.unit_of_file(&target.join("_"), within);
+            return self.unit_of_file(&target.join("_"), within, within);
         }
-        self.unit_of_file(target, within)
+        self.unit_of_file(target, within, within)
     }
 
     /// Reads every kustomization unit's includes and patches, chart nesting, and builds
@@ -370,24 +387,14 @@ impl Detect {
         }
     }
 
-    /// The root that bounds the unit walk for a target of a kustomization in `dir`: the
-    /// root of any unit already found that holds `dir`, else `dir` itself.
+    /// The bound of the unit walk for a target of a kustomization in `dir`: the widest
+    /// bound of the run's files that holds `dir`, else `dir` itself.
     fn within(&self, dir: &Path) -> PathBuf {
-        self.out
-            .units
+        self.bounds
             .iter()
-            .filter(|u| u.kind == UnitKind::Root && dir.starts_with(&u.root))
-            .map(|u| u.root.clone())
-            .min_by_key(|r| r.components().count())
-            .or_else(|| {
-                // The parent of the highest marker folder found so far that holds `dir`.
-                self.out
-                    .units
-                    .iter()
-                    .filter(|u| dir.starts_with(&u.root))
-                    .filter_map(|u| u.root.parent().map(Path::to_path_buf))
-                    .min_by_key(|r| r.components().count())
-            })
+            .filter(|b| dir.starts_with(b))
+            .min_by_key(|b| b.components().count())
+            .cloned()
             .unwrap_or_else(|| dir.to_path_buf())
     }
 }
@@ -435,6 +442,17 @@ fn marker_of(dir: &Path) -> Option<(UnitKind, Option<PathBuf>)> {
 mod tests {
     use super::*;
 
+    fn origins(paths: &[&PathBuf], root: &Path) -> Vec<FileOrigin> {
+        paths
+            .iter()
+            .map(|p| FileOrigin {
+                path: (*p).clone(),
+                bound: root.to_path_buf(),
+                given: root.to_path_buf(),
+            })
+            .collect()
+    }
+
     fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
         let p = dir.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -456,10 +474,7 @@ mod tests {
         let c1 = write(&root, "examples/app/c.yaml", "");
         let c2 = write(&root, "examples/app/d.yaml", "");
         let top = write(&root, "deploy/crontab", "");
-        let files: Vec<(PathBuf, PathBuf)> = [&a, &b, &c1, &c2, &top]
-            .iter()
-            .map(|p| ((*p).clone(), root.clone()))
-            .collect();
+        let files = origins(&[&a, &b, &c1, &c2, &top], &root);
         let u = Units::detect(&files);
         assert_ne!(u.of_file[0], u.of_file[1]);
         assert_eq!(u.of_file[2], u.of_file[3]);
@@ -484,10 +499,7 @@ mod tests {
         let patch = write(&root, "prod/patch.yaml", "");
         let other = write(&root, "stage/kustomization.yaml", "resources: [x.yaml]\n");
         let x = write(&root, "stage/x.yaml", "");
-        let files: Vec<(PathBuf, PathBuf)> = [&cj, &patch, &x]
-            .iter()
-            .map(|p| ((*p).clone(), root.clone()))
-            .collect();
+        let files = origins(&[&cj, &patch, &x], &root);
         let u = Units::detect(&files);
         let (b, p, s) = (u.of_file[0], u.of_file[1], u.of_file[2]);
         assert!(
