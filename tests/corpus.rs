@@ -408,3 +408,47 @@ fn two_repositories_are_separate_units_and_one_repository_still_has_duplicates()
         "{v:#}"
     );
 }
+
+#[test]
+fn two_overlays_of_one_base_are_not_tied_to_each_other() {
+    let kustomization = |resources: &str| {
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{resources}"
+        )
+    };
+    let overlay = kustomization("  - ../../base\n  - settle.yaml\n");
+    let base = kustomization("  - heartbeat.yaml\n");
+    let heartbeat = SETTLE_CRONJOB
+        .replace("name: settle", "name: heartbeat")
+        .replace("jobs/settle.js", "jobs/heartbeat.js");
+    let dir = temp_tree(&[
+        ("base/kustomization.yaml", &base),
+        ("base/heartbeat.yaml", &heartbeat),
+        ("overlays/prod/kustomization.yaml", &overlay),
+        ("overlays/prod/settle.yaml", SETTLE_CRONJOB),
+        ("overlays/staging/kustomization.yaml", &overlay),
+        ("overlays/staging/settle.yaml", SETTLE_CRONJOB),
+    ]);
+    // Each overlay is deployed with the base, not with the other overlay.
+    let v = lint_paths(&[dir.path()]);
+    assert_eq!(count(&v, "BG601"), 0, "{v:#}");
+    assert_eq!(count(&v, "BG602"), 0, "{v:#}");
+    // The base running the same job is a duplicate of each overlay's: reported once,
+    // with the places of one deploy (the base and one overlay), not all three.
+    std::fs::write(dir.path().join("base/settle.yaml"), SETTLE_CRONJOB).expect("write");
+    std::fs::write(
+        dir.path().join("base/kustomization.yaml"),
+        kustomization("  - heartbeat.yaml\n  - settle.yaml\n"),
+    )
+    .expect("write");
+    let v = lint_paths(&[dir.path()]);
+    let dup = findings_of(&v, "BG601");
+    assert_eq!(dup.len(), 1, "{v:#}");
+    assert_eq!(dup[0]["related"].as_array().map(Vec::len), Some(1), "{v:#}");
+    assert!(
+        dup[0]["message"].as_str().is_some_and(
+            |m| m.contains("registered in 2 places of deploy units tied by kustomization")
+        ),
+        "{v:#}"
+    );
+}

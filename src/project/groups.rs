@@ -154,7 +154,9 @@ impl Analysis<'_> {
             // Units deployed apart are separate runners too: count per deploy set.
             let unit_passes = self.unit_passes(&g.places);
             let (mut most_runners, mut most_instances) = (0u64, 0u64);
+            // The pass that fires the job most: its places are the ones reported.
             let mut best: Option<&(Option<usize>, Vec<Option<usize>>)> = None;
+            let mut best_count = (0u64, 0u64);
             for (up, ns) in unit_passes
                 .iter()
                 .flat_map(|up| passes.iter().map(move |ns| (up, *ns)))
@@ -187,8 +189,9 @@ impl Analysis<'_> {
                         }
                     }
                 }
-                if runners > most_runners || best.is_none() {
+                if (runners, instances) > best_count || best.is_none() {
                     best = Some(up);
+                    best_count = (runners, instances);
                 }
                 most_runners = most_runners.max(runners);
                 most_instances = most_instances.max(instances);

@@ -122,8 +122,8 @@ pub struct Group {
     /// places are no duplicate (BG601). The store as shown (password masked).
     pub guarded: Option<String>,
     /// The places that duplicate each other: those of the deploy set (one unit, or units
-    /// the tree ties together) where the most runners fire the job; all places when the
-    /// group lies in one unit.
+    /// the tree ties together) where the most runners (then instances) fire the job; all
+    /// places when the group lies in one unit. BG601 and BG602 report these.
     pub duplicated: Vec<Place>,
     /// What ties the units of `duplicated` when they are more than one (a kustomization, a
     /// manifest), for BG601's message.
