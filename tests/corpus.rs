@@ -216,6 +216,10 @@ fn a_linters_test_cases_are_not_one_job_registered_eight_times() {
     assert_eq!(v["summary"]["registrations"], 11, "{v:#}");
     assert_eq!(v["summary"]["jobs"], 11, "{v:#}");
     snapshot("linter-fixtures");
+    // `--list-files` says so, one line per test folder.
+    let dir = tree("linter-fixtures");
+    let out = output(&["lint", "--list-files", "--now", NOW, &dir]);
+    insta::assert_snapshot!("corpus_linter-fixtures_list_files", out);
 }
 
 #[test]

@@ -178,6 +178,8 @@ pub struct FileRead {
 pub struct UnitShown {
     pub display: String,
     pub kind: &'static str,
+    /// One file of a test, fixture or example folder (a unit of its own).
+    pub fixture_file: bool,
     /// The test, fixture or example folder it lies in.
     pub fixture: Option<String>,
     /// The files read in it.
@@ -250,6 +252,7 @@ impl LintRun {
                 out.push(UnitShown {
                     display: unit.display.clone(),
                     kind: unit.kind.as_str(),
+                    fixture_file: unit.kind == crate::project::UnitKind::FixtureFile,
                     fixture: unit.fixture.clone(),
                     files: Vec::new(),
                     ties,

@@ -31,7 +31,7 @@ mod units;
 pub use facts::manifest_facts;
 pub use slots::year_slots;
 pub use stores::{Scheme, StoreFrom, StoreOfRun, guard_note, registrations, shared};
-pub use units::{DeploySet, FileOrigin, Units};
+pub use units::{DeploySet, FileOrigin, UnitKind, Units};
 
 use crate::finding::Location;
 use crate::schedule::Dialect;
