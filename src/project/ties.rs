@@ -78,6 +78,9 @@ impl Analysis<'_> {
                 });
             }
         }
+        // Kustomizations that bring in the same units are one deploy set (the first named).
+        let mut seen = std::collections::HashSet::new();
+        sets.retain(|s| seen.insert(s.units.clone()));
         let mut sets_of = vec![Vec::new(); units.units.len()];
         for (i, s) in sets.iter().enumerate() {
             for &u in &s.units {
@@ -144,14 +147,24 @@ impl Analysis<'_> {
         match (self.unit(a), self.unit(b)) {
             (Some(x), Some(y)) => {
                 x == y
-                    || {
-                        let ys = self.sets_of(y);
-                        self.sets_of(x).iter().any(|s| ys.contains(s))
-                    }
+                    || share(self.sets_of(x), self.sets_of(y))
                     || self.covers(a, Some(y))
                     || self.covers(b, Some(x))
             }
             _ => true,
         }
     }
+}
+
+/// Two ascending lists share an element (a merge, linear in their lengths).
+fn share(a: &[usize], b: &[usize]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+        match x.cmp(y) {
+            std::cmp::Ordering::Equal => return true,
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+        }
+    }
+    false
 }
