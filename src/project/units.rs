@@ -519,4 +519,46 @@ mod tests {
         );
         let _ = (base, other);
     }
+
+    #[test]
+    fn subcharts_deploy_with_their_chart_and_a_git_file_marks_a_checkout() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().to_path_buf();
+        write(&root, "chart/Chart.yaml", "name: app\n");
+        let parent = write(&root, "chart/templates/cj.yaml", "");
+        write(&root, "chart/charts/worker/Chart.yaml", "name: worker\n");
+        let sub = write(&root, "chart/charts/worker/templates/cj.yaml", "");
+        // A worktree's or submodule's `.git` is a file.
+        write(&root, "vendor/lib/.git", "gitdir: ../../.git/modules/lib\n");
+        let vendored = write(&root, "vendor/lib/cron.d/job", "");
+        let u = Units::detect(&origins(&[&parent, &sub, &vendored], &root));
+        let (p, s, v) = (u.of_file[0], u.of_file[1], u.of_file[2]);
+        assert_ne!(p, s);
+        assert!(u.sets.iter().any(|set| set.units == [p.min(s), p.max(s)]));
+        assert_eq!(u.units[v].kind, UnitKind::Git);
+    }
+
+    #[test]
+    fn test_folders_count_below_the_folder_given_only() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().to_path_buf();
+        let a = write(&root, "tests/deploy/a.yaml", "");
+        let b = write(&root, "tests/deploy/b.yaml", "");
+        let given = root.join("tests/deploy");
+        let files: Vec<FileOrigin> = [&a, &b]
+            .iter()
+            .map(|p| FileOrigin {
+                path: (*p).clone(),
+                bound: root.clone(),
+                given: given.clone(),
+            })
+            .collect();
+        let u = Units::detect(&files);
+        // `lint tests/deploy`: a deployment, one unit, no fixture.
+        assert_eq!(u.of_file[0], u.of_file[1]);
+        assert!(u.units[u.of_file[0]].fixture.is_none());
+        // Walked from the root, `tests/` is a test folder: a unit per file.
+        let u = Units::detect(&origins(&[&a, &b], &root));
+        assert_ne!(u.of_file[0], u.of_file[1]);
+    }
 }
