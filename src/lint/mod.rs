@@ -173,6 +173,21 @@ pub struct FileRead {
     pub notes: Vec<String>,
 }
 
+/// A deploy unit as `lint --list-files` shows it (docs/deploy-units.md).
+#[derive(Clone, Debug)]
+pub struct UnitShown {
+    pub display: String,
+    pub kind: &'static str,
+    /// One file of a test, fixture or example folder (a unit of its own).
+    pub fixture_file: bool,
+    /// The test, fixture or example folder it lies in.
+    pub fixture: Option<String>,
+    /// The files read in it.
+    pub files: Vec<String>,
+    /// What ties it to other units, and those units.
+    pub ties: Vec<(String, Vec<String>)>,
+}
+
 /// A file seen but not read, and why (SPEC 3.6 "What was read").
 #[derive(Clone, Debug)]
 pub struct NotRead {
@@ -200,9 +215,57 @@ pub struct LintRun {
     pub unreadable: Vec<(PathBuf, String)>,
     /// Manifest jobs and registrations, for the cross-file rules and `batchguard graph`.
     pub project: crate::project::Project,
+    /// Deploy units tied together (the tree's and the manifests'), for `--list-files`.
+    pub deploy_sets: Vec<crate::project::DeploySet>,
 }
 
 impl LintRun {
+    /// The deploy units that hold a file read, in path order of their first file, each with
+    /// the files it holds and what ties it to other units (`tie`, the other units shown).
+    /// Empty when every file is in one unit.
+    pub fn units(&self) -> Vec<UnitShown> {
+        let units = &self.project.units;
+        if !units.several() {
+            return Vec::new();
+        }
+        let mut out: Vec<UnitShown> = Vec::new();
+        let mut index: std::collections::HashMap<usize, usize> = Default::default();
+        for (file, &u) in units.of_file.iter().enumerate() {
+            let Some(unit) = units.units.get(u) else {
+                continue;
+            };
+            let i = *index.entry(u).or_insert_with(|| {
+                let ties = self
+                    .deploy_sets
+                    .iter()
+                    .filter(|s| s.units.contains(&u))
+                    .map(|s| {
+                        let others: Vec<String> = s
+                            .units
+                            .iter()
+                            .filter(|&&v| v != u)
+                            .filter_map(|&v| units.units.get(v).map(|x| x.display.clone()))
+                            .collect();
+                        (s.tie.clone(), others)
+                    })
+                    .collect();
+                out.push(UnitShown {
+                    display: unit.display.clone(),
+                    kind: unit.kind.as_str(),
+                    fixture_file: unit.kind == crate::project::UnitKind::FixtureFile,
+                    fixture: unit.fixture.clone(),
+                    files: Vec::new(),
+                    ties,
+                });
+                out.len() - 1
+            });
+            if let Some(f) = self.files.get(file) {
+                out[i].files.push(f.display.clone());
+            }
+        }
+        out
+    }
+
     /// Files read as `kind`.
     pub fn files_of(&self, kind: FileKind) -> usize {
         self.read.iter().filter(|r| r.kind == kind).count()
@@ -363,10 +426,7 @@ fn why_not_read(path: &Path, bytes: &[u8]) -> String {
             }
         );
     }
-    if matches!(
-        name,
-        "kustomization.yaml" | "kustomization.yml" | "Kustomization"
-    ) {
+    if crate::sources::kubernetes::KUSTOMIZATION_NAMES.contains(&name) {
         return "a kustomization is no batchguard source".into();
     }
     let head = &bytes[..bytes.len().min(1 << 20)];
@@ -419,6 +479,11 @@ fn why_not_read(path: &Path, bytes: &[u8]) -> String {
 struct Candidate {
     path: PathBuf,
     explicit: bool,
+    /// What bounds its deploy unit: the current directory when the path given is under
+    /// it, else the folder given (for a file named on the command line, its folder).
+    bound: PathBuf,
+    /// Below which test and example folders count (see [`crate::project::FileOrigin`]).
+    given: PathBuf,
 }
 
 /// How `lint` walks folders (SPEC 3.6 "Files").
@@ -559,10 +624,23 @@ fn discover(
         hidden: Vec::new(),
     };
     for root in &opts.paths {
+        // Deploy units are bounded by the current directory when the path is under it
+        // (`lint deploy k8s` is one project), else by the path itself.
+        let abs = std::path::absolute(root).unwrap_or_else(|_| root.clone());
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let bound = if abs.starts_with(&cwd) {
+            cwd
+        } else if root.is_file() {
+            abs.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            abs.clone()
+        };
         if root.is_file() {
             found.candidates.push(Candidate {
                 path: root.clone(),
                 explicit: true,
+                given: bound.clone(),
+                bound,
             });
             continue;
         }
@@ -618,6 +696,8 @@ fn discover(
                 found.candidates.push(Candidate {
                     path,
                     explicit: false,
+                    bound: bound.clone(),
+                    given: abs.clone(),
                 });
             } else {
                 found.not_read.push(NotRead {
@@ -657,6 +737,7 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     let mut run = read(opts, walk, Checks::All);
     let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
     run.jobs = jobs_count(&analysis);
+    run.deploy_sets = analysis.sets.clone();
     for (file, note) in analysis.guarded_notes() {
         if let Some(r) = run.read.get_mut(file) {
             r.notes.push(note);
@@ -721,8 +802,10 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
             run_store: opts.settings.config.run.store.clone(),
             ..crate::project::Project::default()
         },
+        deploy_sets: Vec::new(),
     };
     let mut not_read = Vec::new();
+    let mut origins: Vec<crate::project::FileOrigin> = Vec::new();
     let mut modules = Vec::new();
     let mut code = CodeFacts::default();
     for (c, r) in found.candidates.iter().zip(results) {
@@ -744,11 +827,23 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                     jobs,
                     facts,
                     regs,
+                    unscheduled,
                     notes,
                     code: facts_of_code,
                 },
             ))) => {
                 let idx = run.files.len();
+                origins.push(crate::project::FileOrigin {
+                    path: c.path.clone(),
+                    bound: c.bound.clone(),
+                    given: c.given.clone(),
+                });
+                run.project
+                    .unscheduled
+                    .extend(unscheduled.into_iter().map(|mut u| {
+                        u.file = idx;
+                        u
+                    }));
                 if kind == FileKind::Source(crate::sources::SourceKind::Code) {
                     modules.push(crate::sources::code::Module {
                         file: idx,
@@ -790,6 +885,13 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
         &code.hpas,
         &opts.paths,
     );
+    run.project.units = crate::project::Units::detect(&origins);
+    run.deploy_sets = run.project.units.sets.clone();
+    for (file, note) in unscheduled_notes(&run.project) {
+        if let Some(r) = run.read.get_mut(file) {
+            r.notes.push(note);
+        }
+    }
     run.not_read = not_read;
     run.not_read.extend(found.not_read);
     run.not_read.extend(found.hidden.iter().map(|p| NotRead {
@@ -800,6 +902,44 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
     run
 }
 
+/// Why a CronJob without a schedule is not reported (BG003 reports the others): it is a
+/// kustomize patch or lies in a test fixture. Said in `lint --list-files`.
+fn unscheduled_notes(project: &crate::project::Project) -> Vec<(usize, String)> {
+    project
+        .unscheduled
+        .iter()
+        .filter_map(|u| {
+            let why = unscheduled_excuse(project, u)?;
+            Some((
+                u.file,
+                format!("{} has no spec.schedule: {why}; registers nothing", u.label),
+            ))
+        })
+        .collect()
+}
+
+/// Why a CronJob without `spec.schedule` is no error, or `None` when it would be
+/// deployed as it is (the API server rejects it: BG003).
+pub fn unscheduled_excuse(
+    project: &crate::project::Project,
+    u: &crate::sources::Unscheduled,
+) -> Option<String> {
+    let units = &project.units;
+    let unit = units.of(u.file).and_then(|i| units.units.get(i));
+    if let Some(k) = units.patch_of(u.file) {
+        return Some(format!(
+            "a patch named by `{k}` (its schedule comes from the base)"
+        ));
+    }
+    if !u.complete {
+        return Some("a patch (no container image; its schedule comes from the base)".into());
+    }
+    if let Some(fx) = unit.and_then(|u| u.fixture.as_ref()) {
+        return Some(format!("a test fixture under `{fx}`, not deployed"));
+    }
+    None
+}
+
 /// One file's result; file index 0 is a placeholder the caller renumbers.
 pub struct FileLint {
     pub file: SourceFile,
@@ -807,6 +947,8 @@ pub struct FileLint {
     pub jobs: usize,
     pub facts: Vec<crate::project::ManifestJob>,
     pub regs: Vec<crate::sources::Registration>,
+    /// CronJobs without a schedule (judged with the deploy unit, BG003).
+    pub unscheduled: Vec<crate::sources::Unscheduled>,
     /// What the file holds that registers nothing (see [`FileRead::notes`]).
     pub notes: Vec<String>,
     /// A code file's relative imports; what a file starts (SPEC 3.7, linked after reading).
@@ -1026,6 +1168,7 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions, checks: Checks) 
         jobs: loaded.jobs.len(),
         facts,
         regs: Vec::new(),
+        unscheduled: Vec::new(),
         notes: Vec::new(),
         code: CodeFacts::default(),
     }

@@ -100,6 +100,7 @@ pub fn lint_source(
         jobs: 0,
         facts: Vec::new(),
         regs: read.registrations,
+        unscheduled: read.unscheduled,
         notes: read.notes,
         code: super::CodeFacts {
             imports: read.imports,

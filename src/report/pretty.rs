@@ -255,6 +255,50 @@ pub fn list_files(run: &LintRun) -> String {
             n.display, "not read", n.reason
         ));
     }
+    let units = run.units();
+    if !units.is_empty() {
+        out.push_str(&format!(
+            "\n{} deploy units (BG601 compares places within a unit, or across units tied together):\n",
+            units.len()
+        ));
+        // A test folder's files are a unit each: one line per folder, not per case.
+        let mut fixture_files: Vec<(&str, usize)> = Vec::new();
+        for u in units.iter().filter(|u| u.fixture_file) {
+            let Some(f) = u.fixture.as_deref() else {
+                continue;
+            };
+            match fixture_files.iter_mut().find(|(g, _)| *g == f) {
+                Some((_, n)) => *n += 1,
+                None => fixture_files.push((f, 1)),
+            }
+        }
+        for (folder, n) in &fixture_files {
+            out.push_str(&format!(
+                "  {folder}/…  (test fixtures: each file its own unit): {}\n",
+                plural(*n, "file")
+            ));
+        }
+        for u in units.iter().filter(|u| !u.fixture_file) {
+            let fixture = u
+                .fixture
+                .as_ref()
+                .map(|f| format!(", test fixture under {f}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {}  ({}{fixture}): {}\n",
+                u.display,
+                u.kind,
+                plural(u.files.len(), "file")
+            ));
+            for (tie, others) in &u.ties {
+                out.push_str(&format!(
+                    "      deployed with {} (tied by {tie})\n",
+                    others.join(", ")
+                ));
+            }
+        }
+        out.push('\n');
+    }
     out.push_str(&summary(run));
     out
 }
