@@ -361,6 +361,7 @@ fn named_not_text(path: &Path, why: &str) -> FileLint {
         regs: Vec::new(),
         notes: Vec::new(),
         code: CodeFacts::default(),
+        unscheduled: Vec::new(),
     }
 }
 
