@@ -57,7 +57,8 @@ MAIN_STEPS = [
     ("process start: dynamic loader, relocations", "dl_main"),
     ("process start: exec (kernel)", "execve"),
 ]
-# SQLite's worker thread (sqlx runs each connection on a thread of its own).
+# SQLite's own work, wherever it runs: on the main thread (the store calls SQLite there),
+# or, in binaries before the store moved to rusqlite, on sqlx's worker thread.
 WORKER_STEPS = [
     ("sqlite: WAL index recovery and schema read on open", "sqlite3InitOne"),
     ("sqlite: checkpoint", "sqlite3WalCheckpoint"),
@@ -135,8 +136,11 @@ def main():
             frames = [x.split(None, 1)[-1] for x in lines[1:]]
             if comm.startswith("sqlx-sqlite"):
                 step = step_of(frames, WORKER_STEPS, WORKER_STEPS[:2]) or "sqlite: other"
-            elif comm == "batchguard":
-                step = step_of(frames, MAIN_STEPS, None)
+            elif comm == os.path.basename(bg)[:15]:
+                # SQLite's work first (whichever store step called it), then the steps.
+                step = (step_of(frames, [], WORKER_STEPS[:2])
+                        or step_of(frames, WORKER_STEPS[2:5], None)
+                        or step_of(frames, MAIN_STEPS, None))
                 if step is None and any("guard::guarded" in f for f in frames):
                     step = "guard: the rest (events, environment, tokio)"
                 elif step is None and any("lang_start_internal" in f for f in frames) and \
