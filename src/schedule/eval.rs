@@ -246,6 +246,8 @@ impl<'a> Engine<'a> {
             self.cron_npm_day(date, out);
         } else if self.dialect == Dialect::Pm2 {
             self.pm2_day(date, day_local, out);
+        } else if self.dialect == Dialect::Supercronic {
+            self.supercronic_day(date, day_local, out);
         } else {
             for &sod in self.sods {
                 self.resolve(wall(date, sod), day_local + i64::from(sod), out);
@@ -320,6 +322,51 @@ impl<'a> Engine<'a> {
                 continue;
             }
             self.resolve(dt, local, out);
+        }
+    }
+
+    /// supercronic near a transition. cronexpr builds every candidate with Go's
+    /// `time.Date`, which resolves a local time that does not exist or exists twice with
+    /// [`go_instant`]: west of UTC a gap time runs an hour early (before the change), east
+    /// of UTC late; a repeated time runs at one instant, and the chain goes on from its wall
+    /// clock, so the other pass never comes. When a gap time resolves to before the change,
+    /// supercronic's loop (`cron.go` `startFunc`) finds its next run in the past and spins
+    /// until the change, and the next `Next` is strictly after that moment: a slot at the
+    /// change itself (03:00 on a 02:00-03:00 gap) does not run.
+    fn supercronic_day(&self, date: Date, day_local: i64, out: &mut Vec<i64>) {
+        let start = out.len();
+        let mut skip_at: Option<i64> = None;
+        for &sod in self.sods {
+            let local = day_local + i64::from(sod);
+            let dt = wall(date, sod);
+            match self.tz.to_ambiguous_timestamp(dt).offset() {
+                AmbiguousOffset::Unambiguous { offset } => {
+                    out.push(local - i64::from(offset.seconds()));
+                }
+                AmbiguousOffset::Gap { before, .. } => {
+                    let at = go_instant(self.tz, local);
+                    // The change: the first instant with the later offset.
+                    let change = local - i64::from(before.seconds());
+                    let change = ts(change)
+                        .and_then(|p| self.tz.preceding(p).next())
+                        .map_or(change, |t| t.timestamp().as_second());
+                    if at < change {
+                        skip_at = Some(change);
+                    }
+                    out.push(at);
+                }
+                AmbiguousOffset::Fold { .. } => out.push(go_instant(self.tz, local)),
+            }
+        }
+        if let Some(change) = skip_at {
+            let mut i = start;
+            while i < out.len() {
+                if out[i] == change {
+                    out.remove(i);
+                } else {
+                    i += 1;
+                }
+            }
         }
     }
 
@@ -432,6 +479,21 @@ impl<'a> Engine<'a> {
             }
         }
         None
+    }
+}
+
+/// Go's `time.Date` for local seconds `local` (as if UTC): the offset in force at that
+/// instant taken as a guess, kept when the result still lies in the guess's period, else
+/// the offset at the result (`time.go`, `Date`). So a gap time moves by the gap, towards
+/// the offset of the guess, and a repeated time takes the offset of the guess.
+pub(crate) fn go_instant(tz: &TimeZone, local: i64) -> i64 {
+    let guess = offset_at(tz, local);
+    let utc = local - guess;
+    let at_utc = offset_at(tz, utc);
+    if at_utc == guess {
+        utc
+    } else {
+        local - at_utc
     }
 }
 

@@ -23,6 +23,7 @@ mod eval;
 mod gap;
 mod parse;
 mod pm2;
+mod supercronic;
 
 use eval::Engine;
 use jiff::civil::DateTime;
@@ -48,17 +49,20 @@ pub enum Dialect {
     Pm2,
     /// croner 11 (JS).
     Croner,
+    /// supercronic's in-tree cronexpr (gorhill/cronexpr): 5, 6 (year last) or 7 fields.
+    Supercronic,
 }
 
 impl Dialect {
     /// Every dialect, in SPEC 4 order.
-    pub const ALL: [Dialect; 6] = [
+    pub const ALL: [Dialect; 7] = [
         Dialect::Crontab,
         Dialect::Kubernetes,
         Dialect::NodeCron,
         Dialect::CronNpm,
         Dialect::Pm2,
         Dialect::Croner,
+        Dialect::Supercronic,
     ];
 
     /// The dialect a word names (`node-cron`), as manifests and registrations write it.
@@ -75,6 +79,7 @@ impl Dialect {
             Dialect::CronNpm => "cron-npm",
             Dialect::Pm2 => "pm2",
             Dialect::Croner => "croner",
+            Dialect::Supercronic => "supercronic",
         }
     }
 }
@@ -164,6 +169,9 @@ pub enum DstAction {
     Skipped,
     /// The slot runs late, at the first instant after the gap.
     RunsLate { at: Timestamp },
+    /// supercronic west of UTC: the slot runs before the gap, shifted back by its length
+    /// (Go's `time.Date` resolves the missing time with the earlier offset).
+    RunsEarly { at: Timestamp },
     /// The slot runs in both passes of the repeated hour.
     RunsTwice { first: Timestamp, second: Timestamp },
     /// The slot runs once in the repeated hour, at `at`.
@@ -403,6 +411,19 @@ impl Schedule {
                             }
                         } else {
                             continue;
+                        }
+                    } else if kind == DstKind::Gap && self.dialect == Dialect::Supercronic {
+                        let at = eval::go_instant(tz, local);
+                        if !has(at) {
+                            DstAction::Skipped
+                        } else if at < t {
+                            DstAction::RunsEarly {
+                                at: ts_or(at, transition),
+                            }
+                        } else {
+                            DstAction::RunsLate {
+                                at: ts_or(at, transition),
+                            }
                         }
                     } else if kind == DstKind::Gap {
                         let late = match self.dialect {

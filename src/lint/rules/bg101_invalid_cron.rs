@@ -88,6 +88,9 @@ pub(crate) fn fields_of(d: crate::schedule::Dialect) -> &'static str {
             "5 fields, or 6 with seconds first; no @macros (`0 0 * * *` for daily), L only as the whole day-of-month"
         }
         Dialect::Croner => "5, 6 (seconds first) or 7 (year last) fields",
+        Dialect::Supercronic => {
+            "5 fields, 6 (five and a year) or 7 (seconds first, year last), or an @macro"
+        }
     }
 }
 
