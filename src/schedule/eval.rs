@@ -247,7 +247,7 @@ impl<'a> Engine<'a> {
         } else if self.dialect == Dialect::Pm2 {
             self.pm2_day(date, day_local, out);
         } else if self.dialect == Dialect::Supercronic {
-            self.supercronic_day(date, day_local, out);
+            self.supercronic_day(day_local, out);
         } else {
             for &sod in self.sods {
                 self.resolve(wall(date, sod), day_local + i64::from(sod), out);
@@ -325,47 +325,39 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// supercronic near a transition. cronexpr builds every candidate with Go's
-    /// `time.Date`, which resolves a local time that does not exist or exists twice with
-    /// [`go_instant`]: west of UTC a gap time runs an hour early (before the change), east
-    /// of UTC late; a repeated time runs at one instant, and the chain goes on from its wall
-    /// clock, so the other pass never comes. When a gap time resolves to before the change,
-    /// supercronic's loop (`cron.go` `startFunc`) finds its next run in the past and spins
-    /// until the change, and the next `Next` is strictly after that moment: a slot at the
-    /// change itself (03:00 on a 02:00-03:00 gap) does not run.
-    fn supercronic_day(&self, date: Date, day_local: i64, out: &mut Vec<i64>) {
-        let start = out.len();
-        let mut skip_at: Option<i64> = None;
-        for &sod in self.sods {
-            let local = day_local + i64::from(sod);
-            let dt = wall(date, sod);
-            match self.tz.to_ambiguous_timestamp(dt).offset() {
-                AmbiguousOffset::Unambiguous { offset } => {
-                    out.push(local - i64::from(offset.seconds()));
-                }
-                AmbiguousOffset::Gap { before, .. } => {
-                    let at = go_instant(self.tz, local);
-                    // The change: the first instant with the later offset.
-                    let change = local - i64::from(before.seconds());
-                    let change = ts(change)
-                        .and_then(|p| self.tz.preceding(p).next())
-                        .map_or(change, |t| t.timestamp().as_second());
-                    if at < change {
-                        skip_at = Some(change);
-                    }
-                    out.push(at);
-                }
-                AmbiguousOffset::Fold { .. } => out.push(go_instant(self.tz, local)),
+    /// supercronic near a transition, as its loop runs (`cron/cron.go` `startFunc`):
+    /// `nextRun = expression.Next(nextRun)`, where cronexpr's `Next` finds the first
+    /// matching wall-clock time strictly after `nextRun`'s own wall clock and builds it with
+    /// Go's `time.Date` ([`go_instant`]). A gap time moves by the gap (west of UTC before the
+    /// change, east of UTC after it); a repeated time takes one instant. A result that is not
+    /// in the future makes the loop set `nextRun = now` and ask again, spinning until `Next`
+    /// returns a future time. So after a gap time resolved to before the change, the loop
+    /// spins until the change, and everything up to and including the change is lost; and
+    /// the chain goes on from the wall clock of each run, so the other pass of a repeated
+    /// hour never comes.
+    fn supercronic_day(&self, day_local: i64, out: &mut Vec<i64>) {
+        let tz = self.tz;
+        let end = day_local + DAY;
+        // The loop enters the day from just before its midnight.
+        let mut from_wall = day_local - 1;
+        let mut now = go_instant(tz, day_local) - 1;
+        let budget = self.sods.len() + 2 * DAY as usize;
+        for _ in 0..budget {
+            let i = self.sods.partition_point(|&s| day_local + i64::from(s) <= from_wall);
+            let Some(&sod) = self.sods.get(i) else { break };
+            let wall = day_local + i64::from(sod);
+            if wall >= end {
+                break;
             }
-        }
-        if let Some(change) = skip_at {
-            let mut i = start;
-            while i < out.len() {
-                if out[i] == change {
-                    out.remove(i);
-                } else {
-                    i += 1;
-                }
+            let at = go_instant(tz, wall);
+            if at > now {
+                out.push(at);
+                now = at;
+                from_wall = at + offset_at(tz, at);
+            } else {
+                // "job took too long": `nextRun = now`, one second later.
+                now += 1;
+                from_wall = now + offset_at(tz, now);
             }
         }
     }

@@ -414,7 +414,14 @@ impl Schedule {
                         }
                     } else if kind == DstKind::Gap && self.dialect == Dialect::Supercronic {
                         let at = eval::go_instant(tz, local);
-                        if !has(at) {
+                        let w = tz.to_datetime(ts_or(at, transition));
+                        let own = is_candidate(w.date(), eval::local_day_secs(w.date()) + {
+                            i64::from(w.hour()) * 3600
+                                + i64::from(w.minute()) * 60
+                                + i64::from(w.second())
+                        });
+                        if !has(at) || (at < t && own) {
+                            // Not run, or run only as the earlier slot it lands on.
                             DstAction::Skipped
                         } else if at < t {
                             DstAction::RunsEarly {
@@ -470,9 +477,25 @@ impl Schedule {
                         (DstKind::Repeat, DstAction::RunsTwice { .. }) => true,
                         _ => false,
                     };
+                    // supercronic spins through a gap it resolved backwards and loses a slot
+                    // at the change itself: the cadence breaks although the gap's own slots
+                    // look skipped as usual.
+                    let loses_change = self.dialect == Dialect::Supercronic
+                        && kind == DstKind::Gap
+                        && !has(t)
+                        && {
+                            let w = tz.to_datetime(transition);
+                            is_candidate(
+                                w.date(),
+                                eval::local_day_secs(w.date())
+                                    + i64::from(w.hour()) * 3600
+                                    + i64::from(w.minute()) * 60
+                                    + i64::from(w.second()),
+                            )
+                        };
                     let ordinary = match (kind, action) {
                         (DstKind::Repeat, DstAction::RunsOnce { .. }) => !periodic,
-                        _ => periodic && follows,
+                        _ => periodic && follows && !loses_change,
                     };
                     out.push(DstEffect {
                         transition,
