@@ -68,6 +68,11 @@ pub struct Sources {
     /// Globs of system-format crontabs (a user column between schedule and command).
     #[serde(default)]
     pub crontab_user_column: Vec<String>,
+    /// What runs crontabs whose runner no Dockerfile or compose file names: `cron`
+    /// (Debian cron, the default), `busybox` (busybox crond) or `supercronic` (with its
+    /// flags: `supercronic -overlapping`).
+    #[serde(default)]
+    pub crontab_runner: Option<String>,
 }
 
 /// Numbers the rules compare against.
@@ -307,6 +312,13 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
         if let Err(e) = globset::Glob::new(glob) {
             return Err(bad(format!("files: bad glob `{glob}`: {e}"), glob));
         }
+    }
+    if let Some(runner) = &src.crontab_runner
+        && let Err(e) = crate::sources::runner::CrontabRunner::declared(runner)
+    {
+        let mut err = bad(format!("sources.crontab_runner: `{runner}` {e}"), runner);
+        err.help = Some("write `cron`, `busybox` or `supercronic` (`supercronic -overlapping` when it runs with that flag)".into());
+        return Err(err);
     }
     if let Some(zone) = &src.crontab_timezone
         && jiff::tz::TimeZone::get(zone).is_err()

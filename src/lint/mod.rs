@@ -105,6 +105,7 @@ pub fn rule_of(issue: Issue) -> &'static RuleMeta {
         Issue::InputLimit => &bg006_input_limit::InputLimit::META,
         Issue::SourceNotRead => &bg609_source_not_read::SourceNotRead::META,
         Issue::CrontabFormat => &bg610_crontab_format::CrontabFormat::META,
+        Issue::InvalidCron => &bg101_invalid_cron::InvalidCron::META,
     }
 }
 
@@ -171,6 +172,8 @@ pub struct FileRead {
     pub registrations: usize,
     /// What it holds that registers nothing (a PM2 restart schedule).
     pub notes: Vec<String>,
+    /// Jobs it starts at boot (`@reboot` crontab lines): listed, never a schedule.
+    pub boot: Vec<String>,
 }
 
 /// A file seen but not read, and why (SPEC 3.6 "What was read").
@@ -337,6 +340,8 @@ struct Globs {
     kinds: Vec<(crate::sources::SourceKind, globset::GlobSet)>,
     user_column: Option<globset::GlobSet>,
     crontab_timezone: Option<String>,
+    /// `[sources] crontab_runner`: the runner of crontabs no deploy file names.
+    crontab_runner: Option<crate::sources::runner::CrontabRunner>,
 }
 
 impl Globs {
@@ -379,17 +384,31 @@ impl Globs {
             kinds,
             user_column: build(&src.crontab_user_column),
             crontab_timezone: src.crontab_timezone.clone(),
+            crontab_runner: src
+                .crontab_runner
+                .as_deref()
+                .and_then(|r| crate::sources::runner::CrontabRunner::declared(r).ok()),
         }
     }
 
-    /// What `[sources]` tells the readers about `p` (SPEC 3.6).
-    fn read_options(&self, p: &Path) -> crate::sources::ReadOptions {
+    /// What `[sources]` and the deploy files (`role`) tell the readers about `p` (SPEC
+    /// 3.6): a runner a Dockerfile or compose file names wins over `crontab_runner`.
+    fn read_options(
+        &self,
+        p: &Path,
+        role: Option<&crate::sources::runner::Role>,
+    ) -> crate::sources::ReadOptions {
         crate::sources::ReadOptions {
             crontab_timezone: self.crontab_timezone.clone(),
-            crontab_user_column: self
-                .user_column
-                .as_ref()
-                .is_some_and(|set| set.is_match(self.rel(p))),
+            crontab_user_column: role.is_some_and(|r| r.user_column)
+                || self
+                    .user_column
+                    .as_ref()
+                    .is_some_and(|set| set.is_match(self.rel(p))),
+            crontab_no_user_column: role.is_some_and(|r| r.no_user_column),
+            crontab_runner: role
+                .and_then(|r| r.runner.clone())
+                .or_else(|| self.crontab_runner.clone()),
         }
     }
 
@@ -579,13 +598,14 @@ pub fn read_project(opts: &LintOptions, walk: WalkOptions) -> LintRun {
 fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
     let mut unreadable = Vec::new();
     let globs = std::sync::Arc::new(Globs::new(&opts.settings));
-    let found = discover(opts, walk, &globs, &mut unreadable);
+    let mut found = discover(opts, walk, &globs, &mut unreadable);
+    let context = deploy_context(&mut found, &globs);
     let results: Vec<_> = found
         .candidates
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
             Err(e) => Err((c.path.clone(), crate::text::io_reason(&e))),
-            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs, checks)),
+            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs, &context, checks)),
         })
         .collect();
     let mut run = LintRun {
@@ -625,6 +645,7 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                     facts,
                     regs,
                     notes,
+                    boot,
                     code: facts_of_code,
                 },
             ))) => {
@@ -644,6 +665,7 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                     jobs,
                     registrations: regs.len(),
                     notes,
+                    boot,
                 });
                 run.project.jobs.extend(facts.into_iter().map(|mut j| {
                     j.file = idx;
@@ -680,6 +702,71 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
     run
 }
 
+/// What the tree's Dockerfiles, compose files and `package.json` scripts say about its
+/// other files (SPEC 3.6, `sources::runner`): what runs each crontab, which files they
+/// install as crontabs or start as PM2 ecosystem files. A file they install that the walk
+/// did not pick by its name becomes a candidate too, when it lies under a walked folder.
+fn deploy_context(found: &mut Found, globs: &Globs) -> crate::sources::runner::Context {
+    use crate::sources::code::runners::normalize;
+    let mut ctx = crate::sources::runner::Context::default();
+    for c in &found.candidates {
+        let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let deploy = name == "package.json"
+            || is_dockerfile(name)
+            || crate::sources::runner::is_compose_name(name);
+        if deploy && let Ok(text) = std::fs::read_to_string(&c.path) {
+            ctx.scan(&c.path, &text);
+        }
+    }
+    let known: std::collections::HashSet<PathBuf> = found
+        .candidates
+        .iter()
+        .map(|c| normalize(&c.path))
+        .collect();
+    let roots: Vec<PathBuf> = found
+        .candidates
+        .iter()
+        .filter(|c| !c.explicit)
+        .filter_map(|c| c.path.parent().map(normalize))
+        .collect();
+    let mut added = Vec::new();
+    for (path, role) in &ctx.roles {
+        if role.kind.is_none() || known.contains(path) || !path.is_file() {
+            continue;
+        }
+        // Only files under a folder the walk entered (the tree being linted).
+        if !roots.iter().any(|r| path.starts_with(r)) {
+            continue;
+        }
+        let shown = std::env::current_dir()
+            .ok()
+            .and_then(|cwd| {
+                path.strip_prefix(normalize(&cwd))
+                    .ok()
+                    .map(Path::to_path_buf)
+            })
+            .unwrap_or_else(|| path.clone());
+        if globs.wanted(&shown) {
+            added.push(Candidate {
+                path: shown,
+                explicit: false,
+            });
+        }
+    }
+    if !added.is_empty() {
+        found.candidates.extend(added);
+        // Files named on the command line first, as given; the walked ones in path order.
+        let (mut named, mut walked): (Vec<Candidate>, Vec<Candidate>) =
+            std::mem::take(&mut found.candidates)
+                .into_iter()
+                .partition(|c| c.explicit);
+        walked.sort_by(|a, b| a.path.cmp(&b.path));
+        named.extend(walked);
+        found.candidates = named;
+    }
+    ctx
+}
+
 /// One file's result; file index 0 is a placeholder the caller renumbers.
 pub struct FileLint {
     pub file: SourceFile,
@@ -689,6 +776,8 @@ pub struct FileLint {
     pub regs: Vec<crate::sources::Registration>,
     /// What the file holds that registers nothing (see [`FileRead::notes`]).
     pub notes: Vec<String>,
+    /// Jobs it starts at boot (see [`FileRead::boot`]).
+    pub boot: Vec<String>,
     /// A code file's relative imports; what a file starts (SPEC 3.7, linked after reading).
     pub code: CodeFacts,
 }
@@ -725,16 +814,24 @@ fn lint_candidate(
     bytes: &[u8],
     opts: &LintOptions,
     globs: &Globs,
+    context: &crate::sources::runner::Context,
     checks: Checks,
 ) -> Result<(FileKind, FileLint), Skipped> {
+    let role = context.role(&c.path);
     let source = |kind| {
-        let read_options = globs.read_options(&c.path);
-        Ok((
-            FileKind::Source(kind),
-            registrations::lint_source(kind, &c.path, bytes, opts, &read_options, checks),
-        ))
+        let read_options = globs.read_options(&c.path, role);
+        let mut linted =
+            registrations::lint_source(kind, &c.path, bytes, opts, &read_options, checks);
+        if let Some(r) = role {
+            linted.notes.splice(0..0, r.because.iter().cloned());
+        }
+        Ok((FileKind::Source(kind), linted))
     };
     if let Some(kind) = globs.kind(&c.path) {
+        return source(kind);
+    }
+    // Installed as a crontab or started as a PM2 file by the tree's deploy files.
+    if let Some(kind) = role.and_then(|r| r.kind) {
         return source(kind);
     }
     if is_manifest_name(&c.path) {
@@ -896,6 +993,7 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions, checks: Checks) 
         facts,
         regs: Vec::new(),
         notes: Vec::new(),
+        boot: Vec::new(),
         code: CodeFacts::default(),
     }
 }
@@ -1117,6 +1215,7 @@ mod tests {
             (Issue::InputLimit, "BG006"),
             (Issue::SourceNotRead, "BG609"),
             (Issue::CrontabFormat, "BG610"),
+            (Issue::InvalidCron, "BG101"),
         ] {
             assert_eq!(rule_of(issue).code, code);
             assert!(crate::REGISTRY.find(code).is_some(), "{code}");

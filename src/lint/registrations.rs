@@ -101,6 +101,7 @@ pub fn lint_source(
         facts: Vec::new(),
         regs: read.registrations,
         notes: read.notes,
+        boot: read.boot,
         code: super::CodeFacts {
             imports: read.imports,
             runners: read.runners,

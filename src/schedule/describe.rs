@@ -61,7 +61,10 @@ pub fn describe(group: &[DstEffect], tz: &TimeZone, dialect: Dialect) -> String 
             }
         }
         DstAction::RunsEarly { at } => {
-            let when_text = if group.iter().all(|e| e.action == DstAction::RunsEarly { at }) {
+            let when_text = if group
+                .iter()
+                .all(|e| e.action == DstAction::RunsEarly { at })
+            {
                 format!(", at {}", when(at))
             } else {
                 ", each shifted back by the gap".to_owned()

@@ -343,7 +343,9 @@ impl<'a> Engine<'a> {
         let mut now = go_instant(tz, day_local) - 1;
         let budget = self.sods.len() + 2 * DAY as usize;
         for _ in 0..budget {
-            let i = self.sods.partition_point(|&s| day_local + i64::from(s) <= from_wall);
+            let i = self
+                .sods
+                .partition_point(|&s| day_local + i64::from(s) <= from_wall);
             let Some(&sod) = self.sods.get(i) else { break };
             let wall = day_local + i64::from(sod);
             if wall >= end {
@@ -482,11 +484,7 @@ pub(crate) fn go_instant(tz: &TimeZone, local: i64) -> i64 {
     let guess = offset_at(tz, local);
     let utc = local - guess;
     let at_utc = offset_at(tz, utc);
-    if at_utc == guess {
-        utc
-    } else {
-        local - at_utc
-    }
+    if at_utc == guess { utc } else { local - at_utc }
 }
 
 fn secs_of_day(d: DateTime) -> i64 {

@@ -415,11 +415,14 @@ impl Schedule {
                     } else if kind == DstKind::Gap && self.dialect == Dialect::Supercronic {
                         let at = eval::go_instant(tz, local);
                         let w = tz.to_datetime(ts_or(at, transition));
-                        let own = is_candidate(w.date(), eval::local_day_secs(w.date()) + {
-                            i64::from(w.hour()) * 3600
-                                + i64::from(w.minute()) * 60
-                                + i64::from(w.second())
-                        });
+                        let own = is_candidate(
+                            w.date(),
+                            eval::local_day_secs(w.date()) + {
+                                i64::from(w.hour()) * 3600
+                                    + i64::from(w.minute()) * 60
+                                    + i64::from(w.second())
+                            },
+                        );
                         if !has(at) || (at < t && own) {
                             // Not run, or run only as the earlier slot it lands on.
                             DstAction::Skipped

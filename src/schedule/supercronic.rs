@@ -23,8 +23,8 @@
 //! - `genericFieldHandler` returns the whole field at the first `*` item, before later
 //!   items are looked at; an item it cannot read before that is an error.
 
-use super::parse::{Spec, Years, invalid, split_fields};
 use super::CronError;
+use super::parse::{Spec, Years, invalid, split_fields};
 use std::ops::Range;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -471,10 +471,7 @@ fn parse_fields(expr: &str) -> Result<Spec, CronError> {
     }
     if n >= 6 && years.is_none() {
         let (t, s) = get(off + 5);
-        return Err(invalid(
-            format!("the year field `{t}` allows no value"),
-            s,
-        ));
+        return Err(invalid(format!("the year field `{t}` allows no value"), s));
     }
     let day_and = !(dom.restricted && dow.restricted);
     Ok(Spec {

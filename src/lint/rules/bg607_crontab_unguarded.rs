@@ -16,6 +16,17 @@ declare_rule! {
     /// takes the manifest's lock and records the run in the ledger; `flock` at least stops
     /// overlaps on one host) is what makes that true.
     ///
+    /// ## Which runners
+    /// Only where runs of one line can overlap. Debian cron (`do_command` forks a child
+    /// at every matching minute without looking at the last one) and busybox crond do.
+    /// supercronic does not: `cron/cron.go` `startFunc` calls the job synchronously
+    /// (`runThisJob(...)`, `go runThisJob` only with `-overlapping`) and computes the next
+    /// run after it returns; a run that outlasts a slot is logged ("job took too long")
+    /// and that slot skipped. So a line that supercronic runs without `-overlapping` is not
+    /// reported; with `-overlapping` it is. The runner is read from the Dockerfile or
+    /// compose file that starts it, or `[sources] crontab_runner`
+    /// (docs/crontab-runners.md).
+    ///
     /// ## Example
     /// ```text
     /// 0 * * * * cd /srv/billing && node jobs/settle.js
@@ -41,6 +52,10 @@ impl Rule for CrontabUnguarded {
         if reg.kind != SourceKind::Crontab || reg.wrapped {
             return;
         }
+        // supercronic without `-overlapping` never overlaps runs of one line.
+        if reg.crontab_runner.as_ref().is_some_and(|r| !r.overlaps()) {
+            return;
+        }
         // As written (quotes kept); every report redacts secrets from messages.
         let written = cx
             .text
@@ -54,8 +69,11 @@ impl Rule for CrontabUnguarded {
         out.emit(
             reg.command_span,
             format!(
-                "{} runs `{written}` without `batchguard run` or `flock`: a slow run and the next tick overlap",
+                "{} runs `{written}` without `batchguard run` or `flock`: a slow run and the next tick overlap{}",
                 reg.label,
+                reg.crontab_runner
+                    .as_ref()
+                    .map_or_else(String::new, |r| format!(" (under {})", r.name())),
             ),
         );
     }
