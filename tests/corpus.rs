@@ -191,3 +191,133 @@ fn list_files_says_what_was_read_and_what_was_not() {
     assert!(out.contains("not read"), "{out}");
     assert!(out.contains("kubernetes"), "{out}");
 }
+
+fn finding<'a>(v: &'a Value, code: &str) -> Vec<&'a Value> {
+    v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["code"] == code)
+        .collect()
+}
+
+fn list_files_snapshot(name: &str) -> String {
+    let dir = tree(name);
+    let out = output(&["lint", "--list-files", "--now", NOW, &dir]);
+    insta::assert_snapshot!(format!("corpus_{name}_files"), out);
+    out
+}
+
+#[test]
+fn supercronic_named_by_the_dockerfile_reads_seconds_and_years() {
+    let v = lint_json("supercronic");
+    // `*/30 * * * * * *` is seconds..year, `0 3 * * * 2019` five fields and a year (over),
+    // `0 4 * * *` five fields: three jobs, not a command starting with `*`.
+    assert_eq!(v["summary"]["registrations"], 3, "{v:#}");
+    assert_eq!(count(&v, "BG101"), 0, "{v:#}");
+    let never = finding(&v, "BG102");
+    assert_eq!(never.len(), 1, "{v:#}");
+    assert!(
+        never[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("0 3 * * * 2019") && m.contains("supercronic")),
+        "{v:#}"
+    );
+    // supercronic waits for a run before the next one, and reads a last line without
+    // newline: no BG607, no BG610.
+    assert_eq!(count(&v, "BG607"), 0, "{v:#}");
+    assert_eq!(count(&v, "BG610"), 0, "{v:#}");
+    assert_eq!(count(&v, "BG601"), 0, "{v:#}");
+    let files = list_files_snapshot("supercronic");
+    assert!(files.contains("run by supercronic: "), "{files}");
+    let graph = output(&["graph", "--format", "mermaid", "--now", NOW, &tree("supercronic")]);
+    assert!(graph.contains("(supercronic, Europe/Berlin)"), "{graph}");
+    snapshot("supercronic");
+}
+
+#[test]
+fn supercronic_overlapping_in_compose_keeps_bg607() {
+    let v = lint_json("supercronic-compose");
+    // `./ops/schedule` is mounted where `supercronic -overlapping` reads it.
+    assert_eq!(v["summary"]["sources"]["crontab"], 1, "{v:#}");
+    assert_eq!(v["summary"]["registrations"], 2, "{v:#}");
+    let unguarded = finding(&v, "BG607");
+    assert_eq!(unguarded.len(), 2, "{v:#}");
+    assert!(
+        unguarded[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("supercronic -overlapping")),
+        "{v:#}"
+    );
+    list_files_snapshot("supercronic-compose");
+    snapshot("supercronic-compose");
+}
+
+#[test]
+fn a_file_copied_into_cron_d_has_a_user_column_and_six_fields_are_bg101() {
+    let v = lint_json("debian-cron-d");
+    // `docker/scheduler` is no crontab by its name: the Dockerfile copies it into cron.d.
+    assert_eq!(v["summary"]["sources"]["crontab"], 1, "{v:#}");
+    // The `* * * * *` line only: `@reboot` runs at boot, the 6-field line never runs.
+    assert_eq!(v["summary"]["registrations"], 1, "{v:#}");
+    let bad = finding(&v, "BG101");
+    assert_eq!(bad.len(), 1, "{v:#}");
+    let m = bad[0]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains("6 schedule fields") && m.contains("Debian cron") && m.contains("supercronic"),
+        "{m}"
+    );
+    assert_eq!(bad[0]["line"], 6, "{v:#}");
+    // The user is not the command: the one BG607 names php, not www-data.
+    let unguarded = finding(&v, "BG607");
+    assert_eq!(unguarded.len(), 1, "{v:#}");
+    assert!(
+        unguarded[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`php /var/www/artisan schedule:run`")),
+        "{v:#}"
+    );
+    let files = list_files_snapshot("debian-cron-d");
+    assert!(files.contains("copied to /etc/cron.d/scheduler"), "{files}");
+    assert!(files.contains("`@reboot`"), "{files}");
+    let graph = output(&["graph", "--now", NOW, &tree("debian-cron-d")]);
+    assert!(graph.contains("crontab line 3 (@reboot)"), "{graph}");
+    snapshot("debian-cron-d");
+}
+
+#[test]
+fn a_file_copied_into_busybox_crontabs_is_a_user_crontab_run_by_crond() {
+    let v = lint_json("alpine-crond");
+    assert_eq!(v["summary"]["registrations"], 1, "{v:#}");
+    assert_eq!(count(&v, "BG609"), 0, "{v:#}");
+    let files = list_files_snapshot("alpine-crond");
+    assert!(files.contains("run by busybox crond"), "{files}");
+    snapshot("alpine-crond");
+}
+
+#[test]
+fn a_pm2_file_started_by_pm2_runtime_is_read_whatever_its_name() {
+    let v = lint_json("pm2-runtime");
+    assert_eq!(v["summary"]["sources"]["pm2"], 1, "{v:#}");
+    assert_eq!(v["summary"]["registrations"], 1, "{v:#}");
+    let files = list_files_snapshot("pm2-runtime");
+    assert!(files.contains("started by `pm2-runtime start deploy/pm2-prod.json"), "{files}");
+    snapshot("pm2-runtime");
+}
+
+#[test]
+fn a_declared_runner_applies_where_no_deploy_file_names_one() {
+    let v = lint_json("declared-runner");
+    // `0 */5 * * * * *` is every 5 minutes (seconds..year); `@reboot` is no supercronic
+    // schedule (cronexpr refuses it and supercronic then refuses the whole file).
+    assert_eq!(v["summary"]["registrations"], 2, "{v:#}");
+    let bad = finding(&v, "BG101");
+    assert_eq!(bad.len(), 1, "{v:#}");
+    assert!(
+        bad[0]["message"].as_str().is_some_and(|m| m.contains("@reboot")),
+        "{v:#}"
+    );
+    assert_eq!(count(&v, "BG607"), 0, "{v:#}");
+    list_files_snapshot("declared-runner");
+    snapshot("declared-runner");
+}
