@@ -316,7 +316,7 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
     if let Some(runner) = &src.crontab_runner
         && let Err(e) = crate::sources::runner::CrontabRunner::declared(runner)
     {
-        let mut err = bad(format!("sources.crontab_runner: `{runner}` {e}"), runner);
+        let mut err = bad(format!("sources.crontab_runner: {e}"), runner);
         err.help = Some("write `cron`, `busybox` or `supercronic` (`supercronic -overlapping` when it runs with that flag)".into());
         return Err(err);
     }

@@ -90,7 +90,7 @@ impl CrontabRunner {
     pub fn declared(value: &str) -> Result<CrontabRunner, String> {
         let words = split_words(value);
         let Some(first) = words.first() else {
-            return Err("is empty".into());
+            return Err("the value is empty".into());
         };
         let kind = match first.as_str() {
             "cron" | "debian" | "vixie" | "cronie" => RunnerKind::Cron,
