@@ -230,7 +230,14 @@ fn supercronic_named_by_the_dockerfile_reads_seconds_and_years() {
     assert_eq!(count(&v, "BG601"), 0, "{v:#}");
     let files = list_files_snapshot("supercronic");
     assert!(files.contains("run by supercronic: "), "{files}");
-    let graph = output(&["graph", "--format", "mermaid", "--now", NOW, &tree("supercronic")]);
+    let graph = output(&[
+        "graph",
+        "--format",
+        "mermaid",
+        "--now",
+        NOW,
+        &tree("supercronic"),
+    ]);
     assert!(graph.contains("(supercronic, Europe/Berlin)"), "{graph}");
     snapshot("supercronic");
 }
@@ -301,7 +308,10 @@ fn a_pm2_file_started_by_pm2_runtime_is_read_whatever_its_name() {
     assert_eq!(v["summary"]["sources"]["pm2"], 1, "{v:#}");
     assert_eq!(v["summary"]["registrations"], 1, "{v:#}");
     let files = list_files_snapshot("pm2-runtime");
-    assert!(files.contains("started by `pm2-runtime start deploy/pm2-prod.json"), "{files}");
+    assert!(
+        files.contains("started by `pm2-runtime start deploy/pm2-prod.json"),
+        "{files}"
+    );
     snapshot("pm2-runtime");
 }
 
@@ -314,7 +324,9 @@ fn a_declared_runner_applies_where_no_deploy_file_names_one() {
     let bad = finding(&v, "BG101");
     assert_eq!(bad.len(), 1, "{v:#}");
     assert!(
-        bad[0]["message"].as_str().is_some_and(|m| m.contains("@reboot")),
+        bad[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("@reboot")),
         "{v:#}"
     );
     assert_eq!(count(&v, "BG607"), 0, "{v:#}");

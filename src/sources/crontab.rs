@@ -846,6 +846,116 @@ mod tests {
         assert_eq!(&r.text[2..3], "?");
     }
 
+    fn supercronic() -> ReadOptions {
+        ReadOptions {
+            crontab_runner: Some(
+                crate::sources::runner::CrontabRunner::declared("supercronic").expect("valid"),
+            ),
+            ..ReadOptions::default()
+        }
+    }
+
+    #[test]
+    fn supercronic_splits_7_then_6_then_5_fields_then_a_macro() {
+        let text = "*/5 * * * * * * /bin/a x\n0 3 * * * 2030 /bin/b\n0 4 * * * /bin/c 1 2 3\n@daily /bin/d\n";
+        let r = read(Path::new("crontab"), text, &supercronic());
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let got: Vec<(&str, Vec<String>)> = r
+            .registrations
+            .iter()
+            .map(|g| {
+                (
+                    g.schedule.as_ref().map_or("", |s| s.value.as_str()),
+                    g.command.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(got[0].0, "*/5 * * * * * *");
+        assert_eq!(got[1].0, "0 3 * * * 2030");
+        assert_eq!(
+            got[2],
+            (
+                "0 4 * * *",
+                vec!["/bin/c".into(), "1".into(), "2".into(), "3".into()]
+            )
+        );
+        assert_eq!(got[3].0, "@daily");
+        assert!(
+            r.registrations
+                .iter()
+                .all(|g| g.dialect == Dialect::Supercronic)
+        );
+    }
+
+    #[test]
+    fn supercronic_reads_crlf_and_a_last_line_and_keeps_the_last_cron_tz() {
+        let text =
+            "CRON_TZ=Asia/Seoul\r\n0 3 * * * /bin/a\r\nCRON_TZ=Europe/Paris\r\n0 4 * * * /bin/b";
+        let r = read(Path::new("crontab"), text, &supercronic());
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        // `ParseCrontab` sets one zone for the file: the last CRON_TZ.
+        assert!(r.registrations.iter().all(|g| g.zone() == "Europe/Paris"));
+        // The same file under cron: CRLF and the dropped last line are BG610.
+        let cron = read(Path::new("crontab"), text, &ReadOptions::default());
+        assert_eq!(cron.problems.len(), 2, "{:?}", cron.problems);
+        assert_eq!(cron.registrations[0].zone(), "Asia/Seoul");
+    }
+
+    #[test]
+    fn six_fields_under_cron_are_bg101_and_register_nothing() {
+        let r = read(
+            Path::new("crontab"),
+            "0 3 * * * 2019 /bin/backup\n*/30 * * * * * /bin/poll\n0 4 * * * /bin/ok\n",
+            &ReadOptions::default(),
+        );
+        assert_eq!(r.registrations.len(), 1);
+        assert_eq!(r.problems.len(), 2, "{:?}", r.problems);
+        assert!(r.problems.iter().all(|p| p.issue == Issue::InvalidCron));
+        assert!(
+            r.problems[0].message.contains("6 schedule fields"),
+            "{}",
+            r.problems[0].message
+        );
+        assert!(
+            r.problems[0].message.contains("`2019 /bin/backup`"),
+            "{}",
+            r.problems[0].message
+        );
+        // A command that only looks numeric after five fields is a command.
+        let ok = read(
+            Path::new("crontab"),
+            "0 3 * * * 2019\n",
+            &ReadOptions::default(),
+        );
+        assert!(ok.problems.is_empty(), "{:?}", ok.problems);
+    }
+
+    #[test]
+    fn reboot_is_listed_under_cron_and_invalid_under_supercronic() {
+        let text = "@reboot /bin/warm\n";
+        let cron = read(Path::new("crontab"), text, &ReadOptions::default());
+        assert!(cron.registrations.is_empty());
+        assert_eq!(cron.boot, ["crontab line 1 (@reboot)"]);
+        let sup = read(Path::new("crontab"), text, &supercronic());
+        assert_eq!(sup.registrations.len(), 1);
+        let s = sup.registrations[0]
+            .schedule
+            .as_ref()
+            .map(|s| s.value.as_str());
+        assert_eq!(s, Some("@reboot"));
+        assert!(Schedule::parse("@reboot", Dialect::Supercronic).is_err());
+    }
+
+    #[test]
+    fn supercronic_has_no_user_column() {
+        let r = read(
+            Path::new("etc/cron.d/app"),
+            "0 3 * * * root /bin/a\n",
+            &supercronic(),
+        );
+        assert_eq!(r.registrations[0].command[0], "root");
+    }
+
     #[test]
     fn headers() {
         assert!(is_user_header("# m h dom mon dow user  command"));
