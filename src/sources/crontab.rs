@@ -682,8 +682,13 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
                 true,
             ),
         };
-        // supercronic's scanner returns a last line without newline like any other.
-        if !line.newline && !supercronic {
+        // supercronic and busybox crond read a last line without newline like any other.
+        if !line.newline
+            && !opts
+                .crontab_runner
+                .as_ref()
+                .is_some_and(|r| r.reads_last_line())
+        {
             out.problems.push(Problem {
                 issue: Issue::CrontabFormat,
                 span: Span::new(line.start, body.trim_end().len()),

@@ -79,10 +79,23 @@ impl CrontabRunner {
         }
     }
 
-    /// Two runs of one line can overlap (cron and crond start a line at every tick;
-    /// supercronic waits for the last run unless `-overlapping`).
+    /// Two runs of one line can overlap. Debian cron forks a line at every matching
+    /// minute; busybox crond does not start a line whose last run is still going
+    /// (`miscutils/crond.c` `flag_starting_jobs`: "process already running"); supercronic
+    /// waits for the last run unless `-overlapping` (`cron/cron.go` `startFunc`).
     pub fn overlaps(&self) -> bool {
-        self.kind != RunnerKind::Supercronic || self.overlapping
+        match self.kind {
+            RunnerKind::Cron => true,
+            RunnerKind::Busybox => false,
+            RunnerKind::Supercronic => self.overlapping,
+        }
+    }
+
+    /// The runner reads a last line that has no newline: supercronic (`bufio.ScanLines`)
+    /// and busybox crond (libbb `config_read`, which reads lines with `getline`) do;
+    /// Debian cron drops it.
+    pub fn reads_last_line(&self) -> bool {
+        self.kind != RunnerKind::Cron
     }
 
     /// The runner a `[sources] crontab_runner` value declares: `cron`, `busybox`,

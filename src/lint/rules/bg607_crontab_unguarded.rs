@@ -17,9 +17,11 @@ declare_rule! {
     /// overlaps on one host) is what makes that true.
     ///
     /// ## Which runners
-    /// Only where runs of one line can overlap. Debian cron (`do_command` forks a child
-    /// at every matching minute without looking at the last one) and busybox crond do.
-    /// supercronic does not: `cron/cron.go` `startFunc` calls the job synchronously
+    /// Only where runs of one line can overlap. Debian cron does: every minute it forks
+    /// each matching line (`do_command`) without looking at the line's last run. busybox
+    /// crond does not: `flag_starting_jobs` (`miscutils/crond.c`) skips a line whose last
+    /// run is still going ("process already running"). supercronic does not either:
+    /// `cron/cron.go` `startFunc` calls the job synchronously
     /// (`runThisJob(...)`, `go runThisJob` only with `-overlapping`) and computes the next
     /// run after it returns; a run that outlasts a slot is logged ("job took too long")
     /// and that slot skipped. So a line that supercronic runs without `-overlapping` is not
@@ -52,7 +54,8 @@ impl Rule for CrontabUnguarded {
         if reg.kind != SourceKind::Crontab || reg.wrapped {
             return;
         }
-        // supercronic without `-overlapping` never overlaps runs of one line.
+        // busybox crond, and supercronic without `-overlapping`, never overlap runs of one
+        // line.
         if reg.crontab_runner.as_ref().is_some_and(|r| !r.overlaps()) {
             return;
         }

@@ -16,11 +16,14 @@ declare_rule! {
     ///   Such bytes in comments are fine: cron ignores comments.
     ///
     /// ## Which runners
-    /// The line-ending and last-line checks are Debian cron's (and busybox crond's, read
-    /// the same way here). A crontab run by supercronic gets neither: supercronic reads its
-    /// file with Go's `bufio.Scanner` and `bufio.ScanLines` (`crontab/crontab.go`
-    /// `ParseCrontab`), which drops a `\r` before each `\n` and returns a last line that
-    /// has no newline like any other. The byte check applies to every runner. The runner
+    /// Under Debian cron (the default) all three apply. A crontab run by supercronic gets
+    /// neither of the first two: supercronic reads its file with Go's `bufio.Scanner` and
+    /// `bufio.ScanLines` (`crontab/crontab.go` `ParseCrontab`), which drops a `\r` before
+    /// each `\n` and returns a last line that has no newline like any other. busybox crond
+    /// reads with libbb's `config_read` (`libbb/parse_config.c`,
+    /// `get_line_with_continuation`: `getline`, then one `\n` dropped when present), so it
+    /// reads the last line too, but keeps the `\r`: under busybox only the CRLF check
+    /// applies. The byte check applies to every runner. The runner
     /// is read from the Dockerfile or compose file that starts it, or `[sources]
     /// crontab_runner` (docs/crontab-runners.md).
     ///
