@@ -92,12 +92,12 @@ fn skipped_name(name: &str) -> bool {
 /// its lines say (module docs).
 fn user_column(path: &Path, lines: &[Line], opts: &ReadOptions) -> bool {
     // supercronic has no user column (`crontab/crontab.go` `parseJobLine`: schedule, then
-    // command); neither has a busybox `crontabs/<user>` file.
+    // command); neither has busybox crond (`load_crontab`: five fields and the command).
     if opts.crontab_no_user_column
         || opts
             .crontab_runner
             .as_ref()
-            .is_some_and(|r| r.kind == RunnerKind::Supercronic)
+            .is_some_and(|r| r.kind != RunnerKind::Cron)
     {
         return false;
     }
@@ -546,6 +546,10 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
         .crontab_runner
         .as_ref()
         .is_some_and(|r| r.kind == RunnerKind::Supercronic);
+    let busybox = opts
+        .crontab_runner
+        .as_ref()
+        .is_some_and(|r| r.kind == RunnerKind::Busybox);
     let mut lines = lines(text);
     if supercronic {
         for l in &mut lines {
@@ -607,7 +611,9 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
                     });
                     // Like CRON_TZ, an env line holds for the job lines after it.
                     if name == "CRON_TZ" {
-                        if !supercronic {
+                        // supercronic: one zone per file (above); busybox crond reads no
+                        // `CRON_TZ` (`load_crontab` knows `MAILTO=` and `SHELL=` only).
+                        if !supercronic && !busybox {
                             tz = set;
                         }
                     } else {
