@@ -572,17 +572,19 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
     let file_tz: Option<Spanned<String>> = if supercronic {
         lines
             .iter()
+            .rev()
             .filter(|l| l.kind == Kind::Env)
-            .filter_map(|l| {
+            .find_map(|l| {
                 let (name, value, voff) = env_assignment(l.body)?;
                 let vstart = l.start + voff;
                 let end = l.start + l.body.len();
-                (name == "CRON_TZ" && !value.is_empty()).then(|| Spanned {
+                // `time.LoadLocation("")` is UTC.
+                let value = if value.is_empty() { "UTC" } else { value };
+                (name == "CRON_TZ").then(|| Spanned {
                     value: value.to_owned(),
                     span: Span::new(vstart, end.saturating_sub(vstart)),
                 })
             })
-            .last()
     } else {
         None
     };
