@@ -24,8 +24,8 @@ declare_rule! {
     /// `cron/cron.go` `startFunc` calls the job synchronously
     /// (`runThisJob(...)`, `go runThisJob` only with `-overlapping`) and computes the next
     /// run after it returns; a run that outlasts a slot is logged ("job took too long")
-    /// and that slot skipped. So a line that supercronic runs without `-overlapping` is not
-    /// reported; with `-overlapping` it is. The runner is read from the Dockerfile or
+    /// and that slot skipped. So a line that busybox crond runs, or supercronic without
+    /// `-overlapping`, is not reported; with `-overlapping` it is. The runner is read from the Dockerfile or
     /// compose file that starts it, or `[sources] crontab_runner`
     /// (docs/crontab-runners.md).
     ///
