@@ -2,7 +2,10 @@
 //! real repositories use (a Laravel host crontab, a Docker `cron.d` file, a busybox crontab,
 //! a Helm chart, a GitOps tree with per-environment namespaces, PM2 ecosystems with aliases
 //! and a web cluster restart, CronJobs with secret references and with literal secrets, and
-//! the payments incident spelled four ways). Each tree's pretty lint output is a snapshot,
+//! the payments incident spelled four ways; crontabs run by supercronic from a Dockerfile
+//! or a compose file with `-overlapping` or declared in `batchguard.toml`, a file copied
+//! into `/etc/cron.d` with a 6-field line and `@reboot`, a busybox crond image, a PM2 file
+//! started by `pm2-runtime` in a `package.json` script). Each tree's pretty lint output is a snapshot,
 //! and every false alarm or miss lint once had on such trees is asserted by name here.
 
 mod common;
@@ -317,6 +320,17 @@ fn a_pm2_file_started_by_pm2_runtime_is_read_whatever_its_name() {
         "{files}"
     );
     snapshot("pm2-runtime");
+}
+
+#[test]
+fn a_crontab_named_alone_keeps_the_runner_of_the_dockerfile_beside_it() {
+    // As a pre-commit step names one changed file.
+    let file = format!("{}/crontab", tree("supercronic"));
+    let out = output(&["lint", "--format", "json", "--now", NOW, &file]);
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["summary"]["registrations"], 3, "{v:#}");
+    assert_eq!(count(&v, "BG610"), 0, "{v:#}");
+    assert_eq!(count(&v, "BG102"), 1, "{v:#}");
 }
 
 #[test]

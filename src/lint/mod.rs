@@ -709,13 +709,45 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
 fn deploy_context(found: &mut Found, globs: &Globs) -> crate::sources::runner::Context {
     use crate::sources::code::runners::normalize;
     let mut ctx = crate::sources::runner::Context::default();
-    for c in &found.candidates {
-        let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let deploy = name == "package.json"
+    let is_deploy = |p: &Path| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name == "package.json"
             || is_dockerfile(name)
-            || crate::sources::runner::is_compose_name(name);
-        if deploy && let Ok(text) = std::fs::read_to_string(&c.path) {
-            ctx.scan(&c.path, &text);
+            || crate::sources::runner::is_compose_name(name)
+    };
+    let mut deploy: Vec<PathBuf> = found
+        .candidates
+        .iter()
+        .filter(|c| is_deploy(&c.path))
+        .map(|c| c.path.clone())
+        .collect();
+    // A file named alone on the command line (a pre-commit step) keeps its runner: the
+    // deploy files in its folder and the two above it are read too.
+    for c in found.candidates.iter().filter(|c| c.explicit) {
+        for dir in c.path.ancestors().skip(1).take(3) {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut near: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && is_deploy(p))
+                .collect();
+            near.sort();
+            deploy.extend(near);
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for p in deploy {
+        if seen.insert(normalize(&p))
+            && let Some(text) = crate::sources::runner::read_small(&p)
+        {
+            ctx.scan(&p, &text);
         }
     }
     let known: std::collections::HashSet<PathBuf> = found

@@ -226,7 +226,7 @@ impl Context {
         if super::pm2::is_pm2_name(fname) {
             return;
         }
-        let Ok(content) = std::fs::read_to_string(&local) else {
+        let Some(content) = read_small(&local) else {
             return;
         };
         if !content.contains("apps") {
@@ -244,6 +244,9 @@ impl Context {
         let dir = dir_of(path);
         let shown = crate::text::display_path(path);
         let mut copies: Vec<(String, PathBuf, usize)> = Vec::new();
+        // Folders copied whole (`COPY . /app`): an image path under the destination is
+        // the same path under the source folder.
+        let mut dir_copies: Vec<(String, PathBuf)> = Vec::new();
         let mut workdir = String::from("/");
         // (line, instruction, argv) of CMD/ENTRYPOINT (last of each) and every RUN.
         let mut entry: Option<(usize, Vec<String>)> = None;
@@ -279,6 +282,7 @@ impl Context {
                             continue;
                         };
                         if local.is_dir() {
+                            dir_copies.push((clean_image(&dest), local.clone()));
                             for f in files_in(&local) {
                                 let name = f.file_name().map(|n| n.to_string_lossy().into_owned());
                                 let Some(name) = name else { continue };
@@ -309,6 +313,13 @@ impl Context {
                 .rev()
                 .find(|(d, ..)| *d == abs)
                 .map(|(_, f, _)| f.clone())
+                .or_else(|| {
+                    dir_copies.iter().rev().find_map(|(d, local)| {
+                        let rest = abs.strip_prefix(d.as_str())?.strip_prefix('/')?;
+                        let f = local.join(rest);
+                        f.is_file().then_some(f)
+                    })
+                })
                 .or_else(|| {
                     // A file beside the Dockerfile with the same name (the image path was
                     // made some other way).
@@ -392,12 +403,12 @@ impl Context {
                 };
                 let local = map(script)?;
                 let is_script = script.ends_with(".sh")
-                    || std::fs::read(&local).is_ok_and(|b| b.starts_with(b"#!"));
+                    || read_small(&local).is_some_and(|b| b.starts_with("#!"));
                 is_script.then_some((*l, *w, local))
             })
             .collect();
         for (l, w, local) in scripts {
-            let Ok(body) = std::fs::read_to_string(&local) else {
+            let Some(body) = read_small(&local) else {
                 continue;
             };
             for line in body.lines() {
@@ -619,17 +630,35 @@ fn is_cron_install(dest: &str) -> bool {
         || dest.starts_with("/var/spool/cron/crontabs/")
 }
 
+/// `p` in the image, relative paths taken from `workdir`; a trailing `/` is kept (it
+/// makes a `COPY` destination a folder).
 fn absolute_in(workdir: &str, p: &str) -> String {
     let p = p.trim();
-    if p.starts_with('/') {
+    let joined = if p.starts_with('/') {
         p.to_owned()
     } else {
-        format!(
-            "{}/{}",
-            workdir.trim_end_matches('/'),
-            p.trim_start_matches("./")
-        )
+        format!("{}/{p}", workdir.trim_end_matches('/'))
+    };
+    let slash = if joined.ends_with('/') || p == "." {
+        "/"
+    } else {
+        ""
+    };
+    let clean = clean_image(&joined);
+    if clean == "/" {
+        clean
+    } else {
+        format!("{clean}{slash}")
     }
+}
+
+/// `/app/./x/` -> `/app/x`.
+fn clean_image(p: &str) -> String {
+    let parts: Vec<&str> = p
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    format!("/{}", parts.join("/"))
 }
 
 fn join_image(dir: &str, name: &str) -> String {
@@ -647,6 +676,17 @@ fn in_context(dir: &Path, src: &str) -> Option<PathBuf> {
         .take(4)
         .map(|d| d.join(rel))
         .find(|p| p.exists())
+}
+
+/// A text file of the tree that a deploy file points at, when it is small enough to be a
+/// script or a config (1 MiB): a copied binary or archive is not read.
+pub fn read_small(path: &Path) -> Option<String> {
+    const LIMIT: u64 = 1024 * 1024;
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > LIMIT {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
 }
 
 fn files_in(dir: &Path) -> Vec<PathBuf> {
@@ -854,6 +894,41 @@ mod tests {
         );
         assert!(CrontabRunner::declared("fcron").is_err());
         assert!(CrontabRunner::declared("cron -x").is_err());
+    }
+
+    #[test]
+    fn a_folder_copied_whole_maps_image_paths_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("deploy/cron")).expect("mkdir");
+        std::fs::write(root.join("deploy/cron/jobs"), "*/5 * * * * * * /bin/x\n").expect("write");
+        let docker =
+            "FROM alpine\nWORKDIR /app\nCOPY . .\nCMD supercronic -overlapping deploy/cron/jobs\n";
+        std::fs::write(root.join("Dockerfile"), docker).expect("write");
+        let mut ctx = Context::default();
+        ctx.scan(&root.join("Dockerfile"), docker);
+        let role = ctx.role(&root.join("deploy/cron/jobs")).expect("a role");
+        assert_eq!(role.kind, Some(SourceKind::Crontab));
+        let runner = role.runner.as_ref().expect("a runner");
+        assert!(runner.overlapping && runner.kind == RunnerKind::Supercronic);
+        assert!(runner.from.contains("Dockerfile:4 CMD"), "{}", runner.from);
+    }
+
+    #[test]
+    fn compose_mounts_into_cron_d_and_a_from_stage_copy_is_not_the_tree() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::write(root.join("cronjobs"), "0 3 * * * root /bin/x\n").expect("write");
+        let compose = "services:\n  cron:\n    image: x\n    command: [\"cron\", \"-f\"]\n    volumes:\n      - ./cronjobs:/etc/cron.d/jobs:ro\n";
+        let mut ctx = Context::default();
+        ctx.scan(&root.join("docker-compose.yml"), compose);
+        let role = ctx.role(&root.join("cronjobs")).expect("a role");
+        assert!(role.user_column);
+        assert_eq!(role.runner.as_ref().map(|r| r.kind), Some(RunnerKind::Cron));
+        let docker = "FROM x AS b\nCOPY --from=b /cronjobs /etc/cron.d/jobs\nCMD cron -f\n";
+        let mut ctx = Context::default();
+        ctx.scan(&root.join("Dockerfile"), docker);
+        assert!(ctx.role(&root.join("cronjobs")).is_none());
     }
 
     #[test]
