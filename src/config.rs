@@ -75,6 +75,44 @@ pub struct Sources {
     pub crontab_runner: Option<String>,
 }
 
+/// The programs `[sources] crontab_runner` names (docs/crontab-runners.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunnerName {
+    /// Debian cron (also written `debian`, `vixie`, `cronie`).
+    Cron,
+    /// busybox crond (also `crond`).
+    Busybox,
+    Supercronic,
+}
+
+/// A `[sources] crontab_runner` value: the program, and supercronic's `-overlapping`
+/// (other supercronic flags are accepted and change nothing lint looks at).
+pub fn crontab_runner(value: &str) -> Result<(RunnerName, bool), String> {
+    let mut words = value.split_ascii_whitespace();
+    let Some(first) = words.next() else {
+        return Err("the value is empty".into());
+    };
+    let name = match first {
+        "cron" | "debian" | "vixie" | "cronie" => RunnerName::Cron,
+        "busybox" | "crond" => RunnerName::Busybox,
+        "supercronic" => RunnerName::Supercronic,
+        other => {
+            return Err(format!(
+                "`{other}` is not a crontab runner (expected cron, busybox or supercronic)"
+            ));
+        }
+    };
+    let mut overlapping = false;
+    for w in words {
+        match (name, w.trim_start_matches('-')) {
+            (RunnerName::Supercronic, "overlapping" | "overlapping=true") => overlapping = true,
+            (RunnerName::Supercronic, _) if w.starts_with('-') => {}
+            _ => return Err(format!("`{w}` is not a flag batchguard reads for {first}")),
+        }
+    }
+    Ok((name, overlapping))
+}
+
 /// Numbers the rules compare against.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -314,7 +352,7 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
         }
     }
     if let Some(runner) = &src.crontab_runner
-        && let Err(e) = crate::sources::runner::CrontabRunner::declared(runner)
+        && let Err(e) = crontab_runner(runner)
     {
         let mut err = bad(format!("sources.crontab_runner: {e}"), runner);
         err.help = Some("write `cron`, `busybox` or `supercronic` (`supercronic -overlapping` when it runs with that flag)".into());
@@ -337,4 +375,25 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
         drill_cadence,
         tick_tolerance,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crontab_runner_values() {
+        assert_eq!(
+            crontab_runner("supercronic"),
+            Ok((RunnerName::Supercronic, false))
+        );
+        assert_eq!(
+            crontab_runner("supercronic -json -overlapping"),
+            Ok((RunnerName::Supercronic, true))
+        );
+        assert_eq!(crontab_runner("crond"), Ok((RunnerName::Busybox, false)));
+        assert!(crontab_runner("fcron").is_err());
+        assert!(crontab_runner("cron -x").is_err());
+        assert!(crontab_runner("  ").is_err());
+    }
 }

@@ -387,7 +387,20 @@ impl Globs {
             crontab_runner: src
                 .crontab_runner
                 .as_deref()
-                .and_then(|r| crate::sources::runner::CrontabRunner::declared(r).ok()),
+                .and_then(|r| crate::config::crontab_runner(r).ok())
+                .map(|(name, overlapping)| {
+                    use crate::config::RunnerName;
+                    use crate::sources::runner::{CrontabRunner, RunnerKind};
+                    CrontabRunner {
+                        kind: match name {
+                            RunnerName::Cron => RunnerKind::Cron,
+                            RunnerName::Busybox => RunnerKind::Busybox,
+                            RunnerName::Supercronic => RunnerKind::Supercronic,
+                        },
+                        overlapping,
+                        from: "[sources] crontab_runner".into(),
+                    }
+                }),
         }
     }
 

@@ -861,9 +861,11 @@ mod tests {
 
     fn supercronic() -> ReadOptions {
         ReadOptions {
-            crontab_runner: Some(
-                crate::sources::runner::CrontabRunner::declared("supercronic").expect("valid"),
-            ),
+            crontab_runner: Some(crate::sources::runner::CrontabRunner {
+                kind: RunnerKind::Supercronic,
+                overlapping: false,
+                from: "test".into(),
+            }),
             ..ReadOptions::default()
         }
     }

@@ -97,38 +97,6 @@ impl CrontabRunner {
     pub fn reads_last_line(&self) -> bool {
         self.kind != RunnerKind::Cron
     }
-
-    /// The runner a `[sources] crontab_runner` value declares: `cron`, `busybox`,
-    /// `supercronic`, optionally with supercronic's flags (`supercronic -overlapping`).
-    pub fn declared(value: &str) -> Result<CrontabRunner, String> {
-        let words = split_words(value);
-        let Some(first) = words.first() else {
-            return Err("the value is empty".into());
-        };
-        let kind = match first.as_str() {
-            "cron" | "debian" | "vixie" | "cronie" => RunnerKind::Cron,
-            "busybox" | "crond" => RunnerKind::Busybox,
-            "supercronic" => RunnerKind::Supercronic,
-            other => {
-                return Err(format!(
-                    "`{other}` is not a crontab runner (expected cron, busybox or supercronic)"
-                ));
-            }
-        };
-        let mut overlapping = false;
-        for w in &words[1..] {
-            match (kind, w.trim_start_matches('-')) {
-                (RunnerKind::Supercronic, "overlapping" | "overlapping=true") => overlapping = true,
-                (RunnerKind::Supercronic, _) if w.starts_with('-') => {}
-                _ => return Err(format!("`{w}` is not a flag batchguard reads for {first}")),
-            }
-        }
-        Ok(CrontabRunner {
-            kind,
-            overlapping,
-            from: "[sources] crontab_runner".into(),
-        })
-    }
 }
 
 /// What the deploy files say about one file of the tree.
@@ -881,19 +849,6 @@ mod tests {
             strip_wrappers(&s(&["tini", "--", "gosu", "app", "supercronic", "c"])),
             s(&["supercronic", "c"])
         );
-    }
-
-    #[test]
-    fn declared_runners() {
-        let r = CrontabRunner::declared("supercronic -overlapping").expect("valid");
-        assert!(r.overlapping && r.overlaps());
-        assert!(
-            !CrontabRunner::declared("supercronic")
-                .expect("valid")
-                .overlaps()
-        );
-        assert!(CrontabRunner::declared("fcron").is_err());
-        assert!(CrontabRunner::declared("cron -x").is_err());
     }
 
     #[test]
