@@ -916,6 +916,13 @@ fn lint_candidate(
     } else {
         why_not_read(&c.path, bytes)
     };
+    let installs = context.installed_by(&display_path(&c.path));
+    if !installs.is_empty() {
+        reason.push_str(&format!(
+            "; read for the sources it runs or installs: {}",
+            installs.join(", ")
+        ));
+    }
     if !facts.runners.is_empty() || !facts.hpas.is_empty() {
         let starts: Vec<String> = facts.runners.iter().map(|r| r.label.clone()).collect();
         reason.push_str(&format!(

@@ -124,6 +124,22 @@ impl Context {
         self.roles.get(&normalize(path))
     }
 
+    /// The files a deploy file (shown as `shown`) runs or installs, for `--list-files`.
+    pub fn installed_by(&self, shown: &str) -> Vec<String> {
+        let by = |text: &str| {
+            text.contains(&format!("{shown}:"))
+                || text.contains(&format!("{shown} service"))
+                || text.contains(&format!("{shown} script"))
+        };
+        self.roles
+            .iter()
+            .filter(|(_, r)| {
+                r.because.iter().any(|b| by(b)) || r.runner.as_ref().is_some_and(|x| by(&x.from))
+            })
+            .map(|(p, _)| crate::text::display_path(p))
+            .collect()
+    }
+
     fn entry(&mut self, path: &Path) -> &mut Role {
         self.roles.entry(normalize(path)).or_default()
     }
