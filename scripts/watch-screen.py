@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's screen of `batchguard watch` (`docs/watch-screen.txt`), as a terminal shows it.
+"""The screen of `batchguard watch` (`docs/watch-screen.txt`), as a terminal shows it.
 
     python3 scripts/watch-screen.py [OUT]
 

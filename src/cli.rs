@@ -544,7 +544,7 @@ pub enum LintFormat {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RulesFormat {
     Text,
-    /// The table the README carries.
+    /// The table of docs/rules.md.
     Markdown,
 }
 

@@ -65,7 +65,14 @@ fn dup_line(g: &Group) -> Option<String> {
             crate::project::registrations(&g.places),
             crate::project::guard_note(store)
         ),
-        None => format!("DUPLICATE: registered in {} places", g.places.len()),
+        None => format!(
+            "DUPLICATE: registered in {} places{}",
+            g.duplicated.len(),
+            g.tie
+                .as_ref()
+                .map(|t| format!(" (deploy units tied by {})", t.replace('`', "")))
+                .unwrap_or_default()
+        ),
     })
 }
 

@@ -85,32 +85,21 @@ fn all_watched() -> libc::sigset_t {
     sigset(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD])
 }
 
-/// Whether transparent huge pages were off for this process before [`block_signals`]
-/// turned them off: the command gets back what batchguard was given.
-static THP_WAS_DISABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
 /// Blocks the signals the supervisor takes synchronously and makes this process a child
 /// subreaper. Call first, before any thread exists, so every thread inherits the mask.
 ///
-/// It also turns transparent huge pages off for the supervisor: the allocator asks for
-/// them on its arena, and each first touch of a 2 MiB region then zeroes all of it (and a
-/// write after the fork copies it), which cost every `run` about half a millisecond for a
-/// heap of a few hundred KiB. The setting is inherited across exec, so the command's
-/// child restores the one batchguard was started with.
+/// Transparent huge pages are off for batchguard itself: the allocator is built without
+/// them (mimalloc's `no_thp` turns them off for the process before `main`), since each
+/// first touch of a 2 MiB region zeroes all of it, about half a millisecond of every
+/// `run` for a heap of a few hundred KiB. The command's child turns them back on: the
+/// job gets the host's setting.
 pub fn block_signals() {
     let set = all_watched();
     // SAFETY: plain syscalls on a set we own; failure leaves the defaults, which is safe.
     unsafe {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         #[cfg(target_os = "linux")]
-        {
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-            if libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) == 0
-                && libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
-            {
-                THP_WAS_DISABLED.store(false, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
 }
 
@@ -367,7 +356,6 @@ pub fn run(spec: &Spec) -> Result<Outcome, SpawnError> {
         return Err(SpawnError::Other("an empty command".into()));
     };
     let parent = std::process::id() as libc::pid_t;
-    let thp_was_disabled = THP_WAS_DISABLED.load(std::sync::atomic::Ordering::Relaxed);
     let mut cmd = Command::new(program);
     cmd.args(args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -383,9 +371,8 @@ pub fn run(spec: &Spec) -> Result<Outcome, SpawnError> {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             #[cfg(target_os = "linux")]
             {
-                if !thp_was_disabled {
-                    libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
-                }
+                // The job gets the host's transparent huge pages (see `block_signals`).
+                libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
                 if libc::getppid() != parent {
                     libc::_exit(137);

@@ -1020,7 +1020,7 @@ fn ledger_only_sqlite(path: &Path) {
 
 // ---------------------------------------------------------------- what users see
 
-/// The README's demo audit with the demo's drill records, in one format.
+/// The demo audit of docs/commands/audit.md with the demo's drill records, in one format.
 fn demo_with_drills(format: &str) -> String {
     let out = bg()
         .args(["audit", "--ledger", "fixtures/demo/events.csv"])

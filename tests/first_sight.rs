@@ -1,7 +1,7 @@
 //! First sight (SPEC 7.1 item 21): a job's expected slots count from its `since:` or,
 //! without one, from its first event in the ledger. Slots before are one note, never an
 //! AU101 each; a job with no event at all is still reported. Held for `audit` (fixed
-//! windows and `--since`), `watch` (the README's deploy step, `--for` with
+//! windows and `--since`), `watch` (the deploy step of docs/commands/watch.md, `--for` with
 //! `--exit-on-alert`) and `metrics`, and `since:` values checked by lint.
 
 #[path = "common/live.rs"]
@@ -179,7 +179,7 @@ fn deployed_now(extra: &str) -> Case {
     c
 }
 
-/// The README's deploy step, right after the job's first-ever run.
+/// The deploy step of docs/commands/watch.md, right after the job's first-ever run.
 fn deploy_step(c: &Case) -> Output {
     c.bg(&[
         "watch",

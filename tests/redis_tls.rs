@@ -1,7 +1,7 @@
 //! `rediss://` against a real Redis that speaks only TLS: a `redis-server` of this test's
 //! own on a free port, with a CA and a server certificate made by `openssl`. The guard runs
 //! a job through it when the CA is trusted, refuses (exit 125, the job not run) when it is
-//! not, and `#insecure` skips the check, as the README says.
+//! not, and `#insecure` skips the check, as docs/stores.md says.
 
 mod common;
 #[path = "common/tls.rs"]

@@ -421,8 +421,8 @@ fn the_lease_is_released_only_after_the_last_descendant_ended() {
     assert_eq!(ev[2].status.as_deref(), Some("success"));
 }
 
-/// batchguard turns transparent huge pages off for itself (its allocator's arena); the
-/// command gets the setting batchguard was started with.
+/// batchguard runs without transparent huge pages (its allocator turns them off before
+/// `main`); the command gets them back, as a process started by the test has them.
 #[test]
 fn the_command_keeps_the_huge_page_setting_it_was_given() {
     let status = |text: &str| {

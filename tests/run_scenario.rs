@@ -1,4 +1,4 @@
-//! The README's wiring, as a team runs it (SPEC 7.1 items 13–20): two hosts (working
+//! The wiring of docs/commands/run.md, as a team runs it (SPEC 7.1 items 13–20): two hosts (working
 //! directories) with four PM2-like workers each call `batchguard run` on every tick against
 //! one PostgreSQL store given by `BATCHGUARD_STORE`. One host cannot create its run
 //! directories; one slot is cut short by a deploy's SIGTERM. Every slot is worked exactly

@@ -404,17 +404,17 @@ fn an_es_module_ecosystem_file_is_read() {
 }
 
 #[test]
-fn readme_multi_source_example_is_what_lint_prints() {
+fn docs_multi_source_example_is_what_lint_prints() {
     let out = bg()
         .args(["lint", "fixtures/rules/BG601/bad", "--now", NOW])
         .output()
         .expect("runs");
     let shown = String::from_utf8_lossy(&out.stdout);
     let first = shown.split("\n\n").next().unwrap_or("");
-    let readme = fs::read_to_string("README.md").expect("README.md");
+    let page = fs::read_to_string("docs/duplicates.md").expect("docs/duplicates.md");
     assert!(
-        readme.contains(first),
-        "README's BG601 example is stale; paste:\n{first}"
+        page.contains(first),
+        "the BG601 example of docs/duplicates.md is stale; paste:\n{first}"
     );
 }
 

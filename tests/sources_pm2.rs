@@ -201,6 +201,76 @@ fn a_tied_script_registers_even_when_the_app_keeps_running() {
     assert_eq!(v["summary"]["registrations"], 1, "{v}");
 }
 
+/// A one-shot under `cron_restart` with autorestart on loops (BG613); `stop_exit_codes: [0]`
+/// spares the one-shot (it registers, no BG613) but not a server (still a restart
+/// schedule); a tied app is never BG613's.
+#[test]
+fn one_shots_under_cron_restart_and_stop_exit_codes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    write(
+        dir.path(),
+        "jobs/settle.js",
+        "require('./db').settle().then(() => process.exit(0));\n",
+    );
+    write(
+        dir.path(),
+        "server.js",
+        "require('http').createServer(() => {}).listen(80);\n",
+    );
+    write(
+        dir.path(),
+        "ecosystem.config.json",
+        r#"{"apps": [
+  {"name": "settle", "script": "jobs/settle.js", "cron_restart": "0 0 * * *", "autorestart": "true"},
+  {"name": "settle-once", "script": "jobs/settle.js", "cron_restart": "0 1 * * *", "stop_exit_codes": [0]},
+  {"name": "web", "script": "server.js", "cron_restart": "0 3 * * *", "stop_exit_codes": 0},
+  {"name": "tied", "script": "batchguard", "args": "run --job settle-payments -- node jobs/settle.js",
+   "cron_restart": "0 2 * * *"}
+]}"#,
+    );
+    let v = json(dir.path());
+    let bg613 = findings(&v, "BG613");
+    assert_eq!(bg613.len(), 1, "{v:#}");
+    assert_eq!(bg613[0]["job"], "PM2 app `settle`", "{v:#}");
+    assert_eq!(bg613[0]["line"], 2, "on the cron_restart's line: {v:#}");
+    assert!(
+        bg613[0]["message"].as_str().is_some_and(
+            |m| m.contains("`jobs/settle.js` ends the process: `process.exit(…)` at line 1")
+        ),
+        "{v:#}"
+    );
+    // settle, settle-once and tied; not web.
+    assert_eq!(v["summary"]["registrations"], 3, "{v:#}");
+}
+
+/// An evaluated `.js` ecosystem file finds the script beside it too.
+#[test]
+fn a_one_shot_of_an_evaluated_ecosystem_file_loops() {
+    if !common::need_node(20) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    write(
+        dir.path(),
+        "app/sync.py",
+        "import sys\nsync()\nsys.exit(0)\n",
+    );
+    write(
+        dir.path(),
+        "ecosystem.config.js",
+        "const path = require('path');\nmodule.exports = { apps: [\n  { name: 'sync', script: 'sync.py', cwd: 'app',\n    interpreter: 'python3', cron_restart: '*/30 * * * *' },\n] };\n",
+    );
+    let v = json(dir.path());
+    let bg613 = findings(&v, "BG613");
+    assert_eq!(bg613.len(), 1, "{v:#}");
+    assert!(
+        bg613[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`sync.py` ends the process: `sys.exit(…)` at line 3")),
+        "{v:#}"
+    );
+}
+
 #[test]
 fn bg606_shows_max_instances_as_counted_cores() {
     let dir = tempfile::tempdir().expect("tmp");

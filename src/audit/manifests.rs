@@ -129,7 +129,7 @@ pub fn load_jobs(
             message: f.message.clone(),
             help: (!f.help.is_empty()).then(|| f.help.clone()),
             src: src.clone(),
-            span: f.at.span,
+            span: file.shown_span(f.at.span),
         };
         if loaded.root.is_none() {
             let before = problems.len();

@@ -1,4 +1,4 @@
-//! `batchguard rules`: every lint rule and audit check, one line each or as the README's table.
+//! `batchguard rules`: every lint rule and audit check, one line each or as the table of docs/rules.md.
 
 use super::{Error, Outcome, print};
 use crate::cli::RulesFormat;

@@ -1,4 +1,4 @@
-//! What `batchguard rules`, `explain`, SARIF and the README say about a rule or a check.
+//! What `batchguard rules`, `explain`, SARIF and docs/rules.md say about a rule or a check.
 
 use super::Severity;
 

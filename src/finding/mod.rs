@@ -1,7 +1,7 @@
 //! Leaf: what an analysis says. [`Severity`], [`RuleMeta`] and the `declare_rule!` /
 //! `declare_check!` macros that make one, the [`Finding`] a lint rule produces, and the
 //! one [`Registry`] of every rule and check (`rules`, `explain`, SARIF's rule table, the
-//! README list and `[rules]` keys all read it). Imports nothing of the crate but
+//! docs/rules.md list and `[rules]` keys all read it). Imports nothing of the crate but
 //! [`crate::text`].
 
 mod declare;

@@ -176,6 +176,21 @@ pub struct FileRead {
     pub boot: Vec<String>,
 }
 
+/// A deploy unit as `lint --list-files` shows it (docs/deploy-units.md).
+#[derive(Clone, Debug)]
+pub struct UnitShown {
+    pub display: String,
+    pub kind: &'static str,
+    /// One file of a test, fixture or example folder (a unit of its own).
+    pub fixture_file: bool,
+    /// The test, fixture or example folder it lies in.
+    pub fixture: Option<String>,
+    /// The files read in it.
+    pub files: Vec<String>,
+    /// What ties it to other units, and those units.
+    pub ties: Vec<(String, Vec<String>)>,
+}
+
 /// A file seen but not read, and why (SPEC 3.6 "What was read").
 #[derive(Clone, Debug)]
 pub struct NotRead {
@@ -196,16 +211,64 @@ pub struct LintRun {
     /// walks them.
     pub hidden_skipped: usize,
     pub findings: Vec<Finding>,
-    /// Distinct jobs: manifest jobs and registrations tied to none, every duplicated or
-    /// tied place counted once (the cross-file analysis's groups).
+    /// Jobs: every manifest job, and the registrations tied to none (their duplicates
+    /// and tied places counted once): [`jobs_count`].
     pub jobs: usize,
     pub registrations: usize,
     pub unreadable: Vec<(PathBuf, String)>,
     /// Manifest jobs and registrations, for the cross-file rules and `batchguard graph`.
     pub project: crate::project::Project,
+    /// Deploy units tied together (the tree's and the manifests'), for `--list-files`.
+    pub deploy_sets: Vec<crate::project::DeploySet>,
 }
 
 impl LintRun {
+    /// The deploy units that hold a file read, in path order of their first file, each with
+    /// the files it holds and what ties it to other units (`tie`, the other units shown).
+    /// Empty when every file is in one unit.
+    pub fn units(&self) -> Vec<UnitShown> {
+        let units = &self.project.units;
+        if !units.several() {
+            return Vec::new();
+        }
+        let mut out: Vec<UnitShown> = Vec::new();
+        let mut index: std::collections::HashMap<usize, usize> = Default::default();
+        for (file, &u) in units.of_file.iter().enumerate() {
+            let Some(unit) = units.units.get(u) else {
+                continue;
+            };
+            let i = *index.entry(u).or_insert_with(|| {
+                let ties = self
+                    .deploy_sets
+                    .iter()
+                    .filter(|s| s.units.contains(&u))
+                    .map(|s| {
+                        let others: Vec<String> = s
+                            .units
+                            .iter()
+                            .filter(|&&v| v != u)
+                            .filter_map(|&v| units.units.get(v).map(|x| x.display.clone()))
+                            .collect();
+                        (s.tie.clone(), others)
+                    })
+                    .collect();
+                out.push(UnitShown {
+                    display: unit.display.clone(),
+                    kind: unit.kind.as_str(),
+                    fixture_file: unit.kind == crate::project::UnitKind::FixtureFile,
+                    fixture: unit.fixture.clone(),
+                    files: Vec::new(),
+                    ties,
+                });
+                out.len() - 1
+            });
+            if let Some(f) = self.files.get(file) {
+                out[i].files.push(f.display.clone());
+            }
+        }
+        out
+    }
+
     /// Files read as `kind`.
     pub fn files_of(&self, kind: FileKind) -> usize {
         self.read.iter().filter(|r| r.kind == kind).count()
@@ -256,20 +319,122 @@ fn looks_like_manifest(bytes: &[u8]) -> bool {
     version && jobs
 }
 
+/// How a file shows it is not text: a NUL byte, or a byte that is not UTF-8, in its
+/// first MiB (a character cut at that MiB's end does not count).
+fn not_text(bytes: &[u8]) -> Option<String> {
+    let head = &bytes[..bytes.len().min(1 << 20)];
+    if let Some(at) = head.iter().position(|&b| b == 0) {
+        return Some(format!("byte {at} is NUL"));
+    }
+    match std::str::from_utf8(head) {
+        Err(e) if e.error_len().is_some() || head.len() == bytes.len() => Some(format!(
+            "byte {} is not part of a UTF-8 character",
+            e.valid_up_to()
+        )),
+        _ => None,
+    }
+}
+
+/// A file named on the command line that is not text: one BG001 (error), so that a
+/// pre-commit or CI step naming the wrong file fails instead of passing with "0 files".
+/// Nothing of the file is shown.
+fn named_not_text(path: &Path, why: &str) -> FileLint {
+    let file = SourceFile::new(path.to_path_buf(), display_path(path), String::new());
+    let meta = rule_of(Issue::YamlSyntax);
+    let finding = Finding::new(
+        meta,
+        Location {
+            file: 0,
+            span: crate::text::Span::new(0, 0),
+        },
+        format!(
+            "named on the command line but not text ({why}): neither a batchguard manifest \
+             nor a registration source"
+        ),
+    )
+    .help(
+        "name only manifests and registration sources, or save the file as UTF-8 text \
+         (a pre-commit hook: `types: [yaml]`)",
+    );
+    FileLint {
+        file,
+        findings: vec![finding],
+        jobs: 0,
+        facts: Vec::new(),
+        regs: Vec::new(),
+        notes: Vec::new(),
+        boot: Vec::new(),
+        code: CodeFacts::default(),
+        unscheduled: Vec::new(),
+    }
+}
+
+/// A YAML file that is nearly a manifest: a top-level `jobs` (or a one-edit typo of it)
+/// beside `version` or a typo of it (at most two edits, case ignored), or beside `service`
+/// or `deployment` — and not a manifest as written. Gives the misspelt keys (the typo and
+/// the key it stands for). A GitHub workflow (`jobs` beside `on`, `name`, `defaults`) and
+/// docker-compose (`version` beside `services`, no `jobs`) are not near.
+fn nearly_manifest(bytes: &[u8]) -> Option<Vec<(String, &'static str)>> {
+    if looks_like_manifest(bytes) {
+        return None;
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 20)]);
+    let keys: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.trim_end()))
+        .filter(|k| {
+            k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+        .collect();
+    let near = |k: &str, want: &str, edits: usize| {
+        k != want && strsim::damerau_levenshtein(&k.to_ascii_lowercase(), want) <= edits
+    };
+    let mut typos = Vec::new();
+    let jobs = keys.iter().find_map(|k| match *k {
+        "jobs" => Some(None),
+        k if near(k, "jobs", 1) => Some(Some(k)),
+        _ => None,
+    })?;
+    typos.extend(jobs.map(|k| (k.to_owned(), "jobs")));
+    let version = keys.iter().find_map(|k| match *k {
+        "version" => Some(None),
+        k if near(k, "version", 2) => Some(Some(k)),
+        _ => None,
+    });
+    typos.extend(version.flatten().map(|k| (k.to_owned(), "version")));
+    let beside = keys.iter().any(|k| matches!(*k, "service" | "deployment"));
+    (version.is_some() || beside).then_some(typos)
+}
+
 /// Why a file that is neither a manifest nor a registration source is not read, from its
 /// name and the top-level `apiVersion`/`kind` of its documents.
 fn why_not_read(path: &Path, bytes: &[u8]) -> String {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let head = &bytes[..bytes.len().min(1 << 20)];
-    if head.contains(&0) || std::str::from_utf8(head).is_err() && head.len() < (1 << 20) {
+    if not_text(bytes).is_some() {
         return "not text: neither a batchguard manifest nor a registration source".into();
     }
-    if matches!(
-        name,
-        "kustomization.yaml" | "kustomization.yml" | "Kustomization"
-    ) {
+    if let Some(typos) = nearly_manifest(bytes) {
+        let said: Vec<String> = typos
+            .iter()
+            .map(|(typo, key)| format!("`{typo}` for `{key}`"))
+            .collect();
+        return format!(
+            "nearly a batchguard manifest ({}): name it *.batchguard.yaml, or name it on the \
+             command line, to have it linted",
+            if said.is_empty() {
+                "top-level `jobs` without `version`".to_owned()
+            } else {
+                said.join(", ")
+            }
+        );
+    }
+    if crate::sources::kubernetes::KUSTOMIZATION_NAMES.contains(&name) {
         return "a kustomization is no batchguard source".into();
     }
+    let head = &bytes[..bytes.len().min(1 << 20)];
     let text = String::from_utf8_lossy(head);
     let top = |line: &str, key: &str| {
         line.strip_prefix(key)
@@ -319,6 +484,11 @@ fn why_not_read(path: &Path, bytes: &[u8]) -> String {
 struct Candidate {
     path: PathBuf,
     explicit: bool,
+    /// What bounds its deploy unit: the current directory when the path given is under
+    /// it, else the folder given (for a file named on the command line, its folder).
+    bound: PathBuf,
+    /// Below which test and example folders count (see [`crate::project::FileOrigin`]).
+    given: PathBuf,
 }
 
 /// How `lint` walks folders (SPEC 3.6 "Files").
@@ -488,10 +658,23 @@ fn discover(
         hidden: Vec::new(),
     };
     for root in &opts.paths {
+        // Deploy units are bounded by the current directory when the path is under it
+        // (`lint deploy k8s` is one project), else by the path itself.
+        let abs = std::path::absolute(root).unwrap_or_else(|_| root.clone());
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let bound = if abs.starts_with(&cwd) {
+            cwd
+        } else if root.is_file() {
+            abs.parent().map(Path::to_path_buf).unwrap_or_default()
+        } else {
+            abs.clone()
+        };
         if root.is_file() {
             found.candidates.push(Candidate {
                 path: root.clone(),
                 explicit: true,
+                given: bound.clone(),
+                bound,
             });
             continue;
         }
@@ -547,6 +730,8 @@ fn discover(
                 found.candidates.push(Candidate {
                     path,
                     explicit: false,
+                    bound: bound.clone(),
+                    given: abs.clone(),
                 });
             } else {
                 found.not_read.push(NotRead {
@@ -585,7 +770,8 @@ pub fn run(opts: &LintOptions) -> LintRun {
 pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
     let mut run = read(opts, walk, Checks::All);
     let analysis = crate::project::Analysis::new(&run.project, &run.files, opts.now);
-    run.jobs = analysis.groups.len();
+    run.jobs = jobs_count(&analysis);
+    run.deploy_sets = analysis.sets.clone();
     for (file, note) in analysis.guarded_notes() {
         if let Some(r) = run.read.get_mut(file) {
             r.notes.push(note);
@@ -598,6 +784,23 @@ pub fn run_with(opts: &LintOptions, walk: WalkOptions) -> LintRun {
         (a.at.file, a.at.span.start, a.code).cmp(&(b.at.file, b.at.span.start, b.code))
     });
     run
+}
+
+/// The summary's `jobs`: every manifest job (twenty manifest jobs that share one command
+/// are twenty jobs, whatever BG601 makes of them), and each group of registrations tied to
+/// no manifest job and in no manifest job's group once (its duplicates are one job).
+fn jobs_count(analysis: &crate::project::Analysis) -> usize {
+    let manifest = analysis.project.jobs.len();
+    let bare = analysis
+        .groups
+        .iter()
+        .filter(|g| {
+            !g.places
+                .iter()
+                .any(|p| matches!(p, crate::project::Place::Job(_)))
+        })
+        .count();
+    manifest + bare
 }
 
 /// Discovery and reading: every file's model and the cross-file project, what `graph`
@@ -634,8 +837,10 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
             run_store: opts.settings.config.run.store.clone(),
             ..crate::project::Project::default()
         },
+        deploy_sets: Vec::new(),
     };
     let mut not_read = Vec::new();
+    let mut origins: Vec<crate::project::FileOrigin> = Vec::new();
     let mut modules = Vec::new();
     let mut code = CodeFacts::default();
     for (c, r) in found.candidates.iter().zip(results) {
@@ -657,12 +862,24 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                     jobs,
                     facts,
                     regs,
+                    unscheduled,
                     notes,
                     boot,
                     code: facts_of_code,
                 },
             ))) => {
                 let idx = run.files.len();
+                origins.push(crate::project::FileOrigin {
+                    path: c.path.clone(),
+                    bound: c.bound.clone(),
+                    given: c.given.clone(),
+                });
+                run.project
+                    .unscheduled
+                    .extend(unscheduled.into_iter().map(|mut u| {
+                        u.file = idx;
+                        u
+                    }));
                 if kind == FileKind::Source(crate::sources::SourceKind::Code) {
                     modules.push(crate::sources::code::Module {
                         file: idx,
@@ -705,6 +922,13 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
         &code.hpas,
         &opts.paths,
     );
+    run.project.units = crate::project::Units::detect(&origins);
+    run.deploy_sets = run.project.units.sets.clone();
+    for (file, note) in unscheduled_notes(&run.project) {
+        if let Some(r) = run.read.get_mut(file) {
+            r.notes.push(note);
+        }
+    }
     run.not_read = not_read;
     run.not_read.extend(found.not_read);
     run.not_read.extend(found.hidden.iter().map(|p| NotRead {
@@ -768,11 +992,12 @@ fn deploy_context(found: &mut Found, globs: &Globs) -> crate::sources::runner::C
         .iter()
         .map(|c| normalize(&c.path))
         .collect();
-    let roots: Vec<PathBuf> = found
+    // Folders the walk entered, with the unit bounds of the walk that entered them.
+    let roots: Vec<(PathBuf, &Candidate)> = found
         .candidates
         .iter()
         .filter(|c| !c.explicit)
-        .filter_map(|c| c.path.parent().map(normalize))
+        .filter_map(|c| c.path.parent().map(|p| (normalize(p), c)))
         .collect();
     let mut added = Vec::new();
     for (path, role) in &ctx.roles {
@@ -780,9 +1005,9 @@ fn deploy_context(found: &mut Found, globs: &Globs) -> crate::sources::runner::C
             continue;
         }
         // Only files under a folder the walk entered (the tree being linted).
-        if !roots.iter().any(|r| path.starts_with(r)) {
+        let Some((_, walked)) = roots.iter().find(|(r, _)| path.starts_with(r)) else {
             continue;
-        }
+        };
         let shown = std::env::current_dir()
             .ok()
             .and_then(|cwd| {
@@ -795,6 +1020,8 @@ fn deploy_context(found: &mut Found, globs: &Globs) -> crate::sources::runner::C
             added.push(Candidate {
                 path: shown,
                 explicit: false,
+                bound: walked.bound.clone(),
+                given: walked.given.clone(),
             });
         }
     }
@@ -812,6 +1039,44 @@ fn deploy_context(found: &mut Found, globs: &Globs) -> crate::sources::runner::C
     ctx
 }
 
+/// Why a CronJob without a schedule is not reported (BG003 reports the others): it is a
+/// kustomize patch or lies in a test fixture. Said in `lint --list-files`.
+fn unscheduled_notes(project: &crate::project::Project) -> Vec<(usize, String)> {
+    project
+        .unscheduled
+        .iter()
+        .filter_map(|u| {
+            let why = unscheduled_excuse(project, u)?;
+            Some((
+                u.file,
+                format!("{} has no spec.schedule: {why}; registers nothing", u.label),
+            ))
+        })
+        .collect()
+}
+
+/// Why a CronJob without `spec.schedule` is no error, or `None` when it would be
+/// deployed as it is (the API server rejects it: BG003).
+pub fn unscheduled_excuse(
+    project: &crate::project::Project,
+    u: &crate::sources::Unscheduled,
+) -> Option<String> {
+    let units = &project.units;
+    let unit = units.of(u.file).and_then(|i| units.units.get(i));
+    if let Some(k) = units.patch_of(u.file) {
+        return Some(format!(
+            "a patch named by `{k}` (its schedule comes from the base)"
+        ));
+    }
+    if !u.complete {
+        return Some("a patch (no container image; its schedule comes from the base)".into());
+    }
+    if let Some(fx) = unit.and_then(|u| u.fixture.as_ref()) {
+        return Some(format!("a test fixture under `{fx}`, not deployed"));
+    }
+    None
+}
+
 /// One file's result; file index 0 is a placeholder the caller renumbers.
 pub struct FileLint {
     pub file: SourceFile,
@@ -819,6 +1084,8 @@ pub struct FileLint {
     pub jobs: usize,
     pub facts: Vec<crate::project::ManifestJob>,
     pub regs: Vec<crate::sources::Registration>,
+    /// CronJobs without a schedule (judged with the deploy unit, BG003).
+    pub unscheduled: Vec<crate::sources::Unscheduled>,
     /// What the file holds that registers nothing (see [`FileRead::notes`]).
     pub notes: Vec<String>,
     /// Jobs it starts at boot (see [`FileRead::boot`]).
@@ -900,6 +1167,17 @@ fn lint_candidate(
             Some(why) => Err(why.into()),
             None => source(crate::sources::SourceKind::Code),
         };
+    }
+    if c.explicit {
+        if let Some(why) = not_text(bytes) {
+            return Ok((FileKind::Manifest, named_not_text(&c.path, &why)));
+        }
+        if nearly_manifest(bytes).is_some() {
+            return Ok((
+                FileKind::Manifest,
+                read_manifest(&c.path, bytes, opts, checks),
+            ));
+        }
     }
     let text = String::from_utf8_lossy(bytes);
     let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -1044,6 +1322,7 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions, checks: Checks) 
         jobs: loaded.jobs.len(),
         facts,
         regs: Vec::new(),
+        unscheduled: Vec::new(),
         notes: Vec::new(),
         boot: Vec::new(),
         code: CodeFacts::default(),
@@ -1237,7 +1516,7 @@ fn judge_file(index: usize, file: &SourceFile, findings: Vec<Finding>, out: &mut
     }
 }
 
-/// The rule table the README carries (a test keeps the two in step).
+/// The rule table docs/rules.md carries (a test keeps the two in step).
 pub fn rules_markdown() -> String {
     let mut s = String::from("| code | name | default | fires when |\n|---|---|---|---|\n");
     for m in crate::REGISTRY.all() {

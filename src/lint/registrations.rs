@@ -100,6 +100,7 @@ pub fn lint_source(
         jobs: 0,
         facts: Vec::new(),
         regs: read.registrations,
+        unscheduled: read.unscheduled,
         notes: read.notes,
         boot: read.boot,
         code: super::CodeFacts {

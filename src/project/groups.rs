@@ -80,9 +80,14 @@ impl Analysis<'_> {
             Place::Reg(r) => nj + r,
         };
         let mut dsu = Dsu((0..nj + nr).collect());
+        // Two manifests declaring one `service/name` are one job where they deploy together.
         for same in self.by_key().values() {
-            for w in same.windows(2) {
-                dsu.union(w[0], w[1]);
+            for (i, &a) in same.iter().enumerate() {
+                for &b in &same[i + 1..] {
+                    if self.together(Place::Job(a), Place::Job(b)) {
+                        dsu.union(a, b);
+                    }
+                }
             }
         }
         for (r, t) in self.ties.iter().enumerate() {
@@ -104,8 +109,9 @@ impl Analysis<'_> {
         }
         for bucket in buckets.values().filter(|b| b.len() > 1) {
             self.join_same_commands(&places, bucket, &mut |a, b| {
-                // Two schedules of one module are two jobs, not one registered twice.
-                if !self.same_module(a, b) {
+                // Two schedules of one module are two jobs, not one registered twice;
+                // places in units deployed apart are two jobs too.
+                if !self.same_module(a, b) && self.together(a, b) {
                     dsu.union(idx(a), idx(b));
                 }
             });
@@ -145,12 +151,23 @@ impl Analysis<'_> {
             } else {
                 namespaces.into_iter().map(Some).collect()
             };
+            // Units deployed apart are separate runners too: count per deploy set.
+            let unit_passes = self.unit_passes(&g.places);
             let (mut most_runners, mut most_instances) = (0u64, 0u64);
-            for ns in passes {
+            // The pass that fires the job most: its places are the ones reported.
+            let mut best: Option<&(Option<usize>, Vec<Option<usize>>)> = None;
+            let mut best_count = (0u64, 0u64);
+            for (up, ns) in unit_passes
+                .iter()
+                .flat_map(|up| passes.iter().map(move |ns| (up, *ns)))
+            {
                 let mut runners = 0u64;
                 let mut instances = 0u64;
                 for p in &g.places {
                     if ns.is_some() && self.namespace(*p).is_some_and(|n| Some(n) != ns) {
+                        continue;
+                    }
+                    if !self.in_pass(*p, &up.1) {
                         continue;
                     }
                     match *p {
@@ -172,16 +189,132 @@ impl Analysis<'_> {
                         }
                     }
                 }
+                if (runners, instances) > best_count || best.is_none() {
+                    best = Some(up);
+                    best_count = (runners, instances);
+                }
                 most_runners = most_runners.max(runners);
                 most_instances = most_instances.max(instances);
             }
             g.instances = most_instances;
             g.duplicate = most_runners >= 2;
+            if let Some((set, units)) = best {
+                g.duplicated = g
+                    .places
+                    .iter()
+                    .copied()
+                    .filter(|p| self.in_pass(*p, units))
+                    .collect();
+                g.tie = set.and_then(|s| self.sets.get(s)).map(|s| s.tie.clone());
+                // A manifest above the other places' unit ties them by covering it.
+                let mut seen: Vec<Option<usize>> =
+                    g.duplicated.iter().map(|p| self.unit(*p)).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                if g.tie.is_none()
+                    && seen.len() > 1
+                    && let Some(Place::Job(j)) = g
+                        .duplicated
+                        .iter()
+                        .find(|p| matches!(p, Place::Job(_)))
+                        .copied()
+                {
+                    g.tie = Some(format!(
+                        "manifest `{}` (it declares the jobs of the tree below it)",
+                        self.display(self.project.jobs[j].file)
+                    ));
+                }
+            }
             if g.duplicate {
                 g.guarded = self.guarded_by(&g.places);
             }
         }
         self.groups = groups;
+    }
+
+    /// The deploy sets a group's places are counted in, each as (the set, when it ties
+    /// several units; the units counted). One pass when every place is in one unit.
+    fn unit_passes(&self, places: &[Place]) -> Vec<(Option<usize>, Vec<Option<usize>>)> {
+        let mut units: Vec<Option<usize>> = places.iter().map(|p| self.unit(*p)).collect();
+        units.sort_unstable();
+        units.dedup();
+        if units.len() < 2 {
+            return vec![(None, units)];
+        }
+        let mut sets: Vec<usize> = units
+            .iter()
+            .flatten()
+            .flat_map(|u| self.sets_of(*u).iter().copied())
+            .collect();
+        sets.sort_unstable();
+        sets.dedup();
+        let mut out: Vec<(Option<usize>, Vec<Option<usize>>)> = Vec::new();
+        for s in sets {
+            let within: Vec<Option<usize>> = units
+                .iter()
+                .copied()
+                .filter(|u| u.is_some_and(|u| self.sets[s].units.contains(&u)))
+                .collect();
+            if within.len() > 1 {
+                out.push((Some(s), within));
+            }
+        }
+        out.extend(units.into_iter().map(|u| (None, vec![u])));
+        out
+    }
+
+    /// A place is counted in a pass over `units` when its unit is one of them, or when it
+    /// is a manifest job whose manifest covers one of them.
+    fn in_pass(&self, p: Place, units: &[Option<usize>]) -> bool {
+        let u = self.unit(p);
+        units.contains(&u) || units.iter().any(|v| self.covers(p, *v))
+    }
+
+    /// One place per deploy unit of `xs` stands for its unit: the others are joined to it.
+    fn per_unit(&self, xs: &[Place], union: &mut dyn FnMut(Place, Place)) -> Vec<Place> {
+        let mut reps: HashMap<Option<usize>, Place> = HashMap::new();
+        let mut order = Vec::new();
+        for &x in xs {
+            match reps.get(&self.unit(x)) {
+                Some(&r) => union(r, x),
+                None => {
+                    reps.insert(self.unit(x), x);
+                    order.push(x);
+                }
+            }
+        }
+        order
+    }
+
+    /// Joins the representatives of two lists (or of one list among itself) that may be
+    /// one deploy's: a place of a unit in no deploy set meets only its own unit and
+    /// manifest jobs; the callback decides ([`Analysis::together`]).
+    fn join_reps(&self, a: &[Place], b: Option<&[Place]>, union: &mut dyn FnMut(Place, Place)) {
+        let job = |p: Place| matches!(p, Place::Job(_));
+        let linked = |p: Place| job(p) || self.unit(p).is_none_or(|u| !self.sets_of(u).is_empty());
+        let (b, same_list) = match b {
+            Some(b) => (b, false),
+            None => (a, true),
+        };
+        let by_unit: HashMap<Option<usize>, Place> =
+            b.iter().map(|p| (self.unit(*p), *p)).collect();
+        let jobs: Vec<Place> = b.iter().copied().filter(|p| job(*p)).collect();
+        for &x in a {
+            if linked(x) {
+                for &y in b {
+                    if x != y && (linked(y) || job(x)) {
+                        union(x, y);
+                    }
+                }
+            } else {
+                if !same_list && let Some(&y) = by_unit.get(&self.unit(x)) {
+                    union(x, y);
+                }
+                for &y in &jobs {
+                    union(x, y);
+                }
+            }
+        }
     }
 
     /// Joins the places of one bucket that run the same command on schedules sharing a
@@ -238,15 +371,24 @@ impl Analysis<'_> {
             _ => false,
         };
         for (c, (id, ns, subs)) in classes.iter().enumerate() {
-            for (k, (s, ps)) in subs.iter().enumerate() {
-                if slots[*s].as_ref().is_some_and(|v| !v.is_empty()) {
-                    for w in ps.windows(2) {
-                        union(w[0], w[1]);
+            // One place per unit stands for each list (places of one unit, one identity
+            // and one schedule are one job when the schedule fires at all).
+            let reps: Vec<Vec<Place>> = subs
+                .iter()
+                .map(|(s, ps)| {
+                    if slots[*s].as_ref().is_some_and(|v| !v.is_empty()) {
+                        let r = self.per_unit(ps, union);
+                        self.join_reps(&r, None, union);
+                        r
+                    } else {
+                        ps.clone()
                     }
-                }
-                for (t, qs) in &subs[k + 1..] {
+                })
+                .collect();
+            for (k, (s, _)) in subs.iter().enumerate() {
+                for (l, (t, _)) in subs.iter().enumerate().skip(k + 1) {
                     if meets(*s, *t) {
-                        union(ps[0], qs[0]);
+                        self.join_reps(&reps[k], Some(&reps[l]), union);
                     }
                 }
             }
@@ -271,7 +413,11 @@ impl Analysis<'_> {
                 for (s, ps) in subs {
                     for (t, qs) in subs2 {
                         if meets(*s, *t) {
-                            union(ps[0], qs[0]);
+                            let (ps, qs) = (
+                                self.per_unit(ps, &mut |_, _| {}),
+                                self.per_unit(qs, &mut |_, _| {}),
+                            );
+                            self.join_reps(&ps, Some(&qs), union);
                         }
                     }
                 }

@@ -18,6 +18,7 @@
 //! | `stores.rs` | the store each `batchguard run` registration resolves; groups guarded by one shared store |
 //! | `slots.rs` | a schedule's slots over the year ahead, compared between places |
 //! | `deps.rs` | the `depends_on` graph and its cycles |
+//! | `units.rs` | deploy units: the parts of the tree deployed separately, and what ties them |
 
 mod deps;
 mod facts;
@@ -25,10 +26,12 @@ mod groups;
 mod slots;
 mod stores;
 mod ties;
+mod units;
 
 pub use facts::manifest_facts;
 pub use slots::year_slots;
 pub use stores::{Scheme, StoreFrom, StoreOfRun, guard_note, registrations, shared};
+pub use units::{DeploySet, FileOrigin, UnitKind, Units};
 
 use crate::finding::Location;
 use crate::schedule::Dialect;
@@ -89,6 +92,11 @@ pub struct Project {
     /// `[run] store` of `batchguard.toml`: the store of every `batchguard run` that names
     /// none itself (SPEC 7.1 item 13).
     pub run_store: Option<String>,
+    /// The deploy unit of each file (empty when not detected: one unit).
+    pub units: Units,
+    /// Kubernetes CronJobs without `spec.schedule` (they register nothing): an error where
+    /// they would be deployed, nothing for a patch or a test fixture.
+    pub unscheduled: Vec<crate::sources::Unscheduled>,
 }
 
 /// A place a job is declared or registered: a manifest job or a registration.
@@ -113,6 +121,13 @@ pub struct Group {
     /// store: the store's lock lets one of them work each slot (the HA pattern), so the
     /// places are no duplicate (BG601). The store as shown (password masked).
     pub guarded: Option<String>,
+    /// The places that duplicate each other: those of the deploy set (one unit, or units
+    /// the tree ties together) where the most runners (then instances) fire the job; all
+    /// places when the group lies in one unit. BG601 and BG602 report these.
+    pub duplicated: Vec<Place>,
+    /// What ties the units of `duplicated` when they are more than one (a kustomization, a
+    /// manifest), for BG601's message.
+    pub tie: Option<String>,
 }
 
 /// A resolved `depends_on` edge, or why it does not resolve.
@@ -136,6 +151,14 @@ pub struct Analysis<'a> {
     pub deps: Vec<Vec<Dep>>,
     /// Dependency cycles, each as job indices in order (the first is the first in path order).
     pub cycles: Vec<Vec<usize>>,
+    /// Units deployed together: the tree's deploy sets and the manifests' (a manifest
+    /// whose jobs are registered in several units ties them).
+    pub sets: Vec<DeploySet>,
+    /// For each unit, the deploy sets it is in.
+    sets_of: Vec<Vec<usize>>,
+    /// For each manifest file, the units it declares jobs for: its own, and every unit
+    /// below its folder that is not a test fixture.
+    covered: HashMap<usize, Vec<usize>>,
 }
 
 impl<'a> Analysis<'a> {
@@ -149,8 +172,12 @@ impl<'a> Analysis<'a> {
             group_of: HashMap::new(),
             deps: Vec::new(),
             cycles: Vec::new(),
+            sets: Vec::new(),
+            sets_of: Vec::new(),
+            covered: HashMap::new(),
         };
         a.resolve_ties();
+        a.build_sets();
         a.build_groups();
         a.build_graph();
         a
@@ -208,8 +235,8 @@ impl<'a> Analysis<'a> {
                 let written = (reg.kind == SourceKind::Crontab)
                     .then(|| {
                         self.files.get(reg.file).and_then(|f| {
-                            f.shown_text()
-                                .get(reg.command_span.start..reg.command_span.end())
+                            let span = f.shown_span(reg.command_span);
+                            f.shown_text().get(span.start..span.end())
                         })
                     })
                     .flatten()

@@ -88,6 +88,28 @@ pub fn render_with(run: &LintRun, list_files: bool) -> String {
             })
         });
         obj.insert("files".into(), Value::Array(read.chain(not_read).collect()));
+        // Deploy units, when there are several (docs/deploy-units.md).
+        let units: Vec<Value> = run
+            .units()
+            .into_iter()
+            .map(|u| {
+                let ties: Vec<Value> = u
+                    .ties
+                    .iter()
+                    .map(|(tie, others)| json!({ "tied_by": tie, "units": others }))
+                    .collect();
+                json!({
+                    "unit": u.display,
+                    "kind": u.kind,
+                    "fixture": u.fixture,
+                    "files": u.files,
+                    "deployed_with": ties,
+                })
+            })
+            .collect();
+        if !units.is_empty() {
+            obj.insert("units".into(), Value::Array(units));
+        }
     }
     let mut s = serde_json::to_string_pretty(&out).unwrap_or_default();
     s.push('\n');

@@ -61,6 +61,8 @@ pub fn position_of(files: &[SourceFile], file: usize, span: crate::text::Span) -
             end_column: 1,
         };
     };
+    // Never the secret's length: a masked literal's span is its start only.
+    let span = src.public_span(span);
     let (line, column) = src.line_col(span.start);
     let (end_line, end_column) = src.line_col(span.end());
     Position {

@@ -147,17 +147,30 @@ pub fn render(run: &LintRun, color: bool) -> String {
         .collect();
     let mut out = String::new();
     for f in &super::masked_findings(&run.files, &run.findings, false) {
-        let Some(src) = sources.get(f.at.file) else {
+        let (Some(src), Some(file)) = (sources.get(f.at.file), run.files.get(f.at.file)) else {
             continue;
         };
-        let shown = Shown { finding: f, src };
+        // Spans into the shown text, where each secret is a mask of one width.
+        let mut at_shown = f.clone();
+        at_shown.at.span = file.shown_span(f.at.span);
+        for r in at_shown
+            .related
+            .iter_mut()
+            .filter(|r| r.at.file == f.at.file)
+        {
+            r.at.span = file.shown_span(r.at.span);
+        }
+        let shown = Shown {
+            finding: &at_shown,
+            src,
+        };
         if handler.render_report(&mut out, &shown).is_err() {
             out.push_str(&format!("{}: {} {}\n", f.code, f.message, f.help));
         }
         // Related places in other files, one line each.
         for r in f.related.iter().filter(|r| r.at.file != f.at.file) {
             if let Some(other) = run.files.get(r.at.file) {
-                let (l, c) = other.line_col(r.at.span.start);
+                let (l, c) = other.line_col(other.public_span(r.at.span).start);
                 out.push_str(&format!(
                     "  also: {}:{l}:{c}: {}\n",
                     other.display, r.message
@@ -241,6 +254,50 @@ pub fn list_files(run: &LintRun) -> String {
             "{:<width$}  {:<10}  {}\n",
             n.display, "not read", n.reason
         ));
+    }
+    let units = run.units();
+    if !units.is_empty() {
+        out.push_str(&format!(
+            "\n{} deploy units (BG601 compares places within a unit, or across units tied together):\n",
+            units.len()
+        ));
+        // A test folder's files are a unit each: one line per folder, not per case.
+        let mut fixture_files: Vec<(&str, usize)> = Vec::new();
+        for u in units.iter().filter(|u| u.fixture_file) {
+            let Some(f) = u.fixture.as_deref() else {
+                continue;
+            };
+            match fixture_files.iter_mut().find(|(g, _)| *g == f) {
+                Some((_, n)) => *n += 1,
+                None => fixture_files.push((f, 1)),
+            }
+        }
+        for (folder, n) in &fixture_files {
+            out.push_str(&format!(
+                "  {folder}/…  (test fixtures: each file its own unit): {}\n",
+                plural(*n, "file")
+            ));
+        }
+        for u in units.iter().filter(|u| !u.fixture_file) {
+            let fixture = u
+                .fixture
+                .as_ref()
+                .map(|f| format!(", test fixture under {f}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {}  ({}{fixture}): {}\n",
+                u.display,
+                u.kind,
+                plural(u.files.len(), "file")
+            ));
+            for (tie, others) in &u.ties {
+                out.push_str(&format!(
+                    "      deployed with {} (tied by {tie})\n",
+                    others.join(", ")
+                ));
+            }
+        }
+        out.push('\n');
     }
     out.push_str(&summary(run));
     out

@@ -6,8 +6,9 @@
 //! (`manifest::yaml::parse`), so the same limits apply per document (depth 128, alias
 //! expansion 100,000 events) and the whole file is bounded by the 8 MiB size limit.
 //!
-//! A CronJob document without `spec.schedule` is a patch (kustomize) and registers
-//! nothing. A Helm / Go template document (one that does not parse and contains `{{`, or
+//! A CronJob document without `spec.schedule` registers nothing; it is kept as
+//! [`Unscheduled`] (a patch, or a resource the API server rejects: lint decides with the
+//! file's deploy unit). A Helm / Go template document (one that does not parse and contains `{{`, or
 //! that parses but uses Helm's `.Values`, `.Release`, `.Chart`, `include`, `{{-` …, whose
 //! values are not final until rendered) is not read: one BG609 per file, located on the
 //! first template and counting the documents left unread, rather than BG001 per document.
@@ -17,11 +18,16 @@
 //! command's relative paths.
 
 use super::{
-    KubeFields, Problem, Read, Registration, SourceKind, Spanned, Tie, get, int_at, str_at,
+    KubeFields, Problem, Read, Registration, SourceKind, Spanned, Tie, Unscheduled, get, int_at,
+    str_at,
 };
 use crate::manifest::Issue;
 use crate::manifest::yaml::{self, Node, Value};
 use crate::text::Span;
+
+/// The names a kustomization file goes by (kustomize accepts all three).
+pub const KUSTOMIZATION_NAMES: [&str; 3] =
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// The annotation that ties a CronJob to a manifest job.
 pub const TIE_ANNOTATION: &str = "batchguard.dev/job";
@@ -135,12 +141,18 @@ pub fn read(text: &str) -> Read {
                             if let Some(r) = cronjob(item) {
                                 out.registrations.push(r);
                                 out.roots.push(item.clone());
+                            } else if let Some(u) = unscheduled(item) {
+                                out.unscheduled.push(u);
+                                out.roots.push(item.clone());
                             }
                         }
                     }
                     _ => {
                         if let Some(r) = cronjob(&root) {
                             out.registrations.push(r);
+                            out.roots.push(root);
+                        } else if let Some(u) = unscheduled(&root) {
+                            out.unscheduled.push(u);
                             out.roots.push(root);
                         }
                     }
@@ -185,6 +197,43 @@ pub fn read(text: &str) -> Read {
 
 fn path<'n>(node: &'n Node, keys: &[&str]) -> Option<&'n Node> {
     keys.iter().try_fold(node, |n, k| get(n, k))
+}
+
+/// A CronJob (`batch/…` or no apiVersion, as a patch may omit it) without `spec.schedule`.
+fn unscheduled(root: &Node) -> Option<Unscheduled> {
+    let kind = get(root, "kind").and_then(str_at)?;
+    let api = get(root, "apiVersion").and_then(str_at);
+    if kind.value != "CronJob"
+        || api.is_some_and(|a| !a.value.starts_with("batch/"))
+        || path(root, &["spec", "schedule"]).is_some()
+    {
+        return None;
+    }
+    let name = path(root, &["metadata", "name"]).and_then(str_at);
+    let complete = path(
+        root,
+        &[
+            "spec",
+            "jobTemplate",
+            "spec",
+            "template",
+            "spec",
+            "containers",
+        ],
+    )
+    .is_some_and(|c| match &c.value {
+        Value::Seq(items) => items.iter().any(|c| get(c, "image").is_some()),
+        _ => false,
+    });
+    Some(Unscheduled {
+        file: 0,
+        span: name.as_ref().map_or(kind.span, |n| n.span),
+        label: format!(
+            "CronJob `{}`",
+            name.as_ref().map_or("(unnamed)", |n| n.value.as_str())
+        ),
+        complete,
+    })
 }
 
 fn cronjob(root: &Node) -> Option<Registration> {
@@ -362,6 +411,15 @@ mod tests {
             "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  suspend: true\n",
         );
         assert!(r.problems.is_empty() && r.registrations.is_empty());
+        assert_eq!(r.unscheduled.len(), 1);
+        assert!(!r.unscheduled[0].complete, "no container: a patch");
+        let whole = read(
+            "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: y}\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          containers: [{name: c, image: busybox}]\n",
+        );
+        assert!(whole.registrations.is_empty());
+        assert_eq!(whole.unscheduled.len(), 1);
+        assert!(whole.unscheduled[0].complete);
+        assert_eq!(whole.unscheduled[0].label, "CronJob `y`");
     }
 
     #[test]

@@ -127,6 +127,8 @@ pub struct Registration {
     /// A crontab line: the program that runs its file, when known (Dockerfile, compose
     /// file, `[sources] crontab_runner`); `None` is Debian cron, assumed.
     pub crontab_runner: Option<runner::CrontabRunner>,
+    /// A PM2 `cron_restart` on a one-shot that PM2 restarts on exit: it loops (BG613).
+    pub restart_loop: Option<pm2::RestartLoop>,
 }
 
 impl Registration {
@@ -165,6 +167,21 @@ impl Registration {
     }
 }
 
+/// A Kubernetes CronJob without `spec.schedule`: it registers nothing. A whole resource
+/// (a container with an image) is rejected by the API server; a partial one is a kustomize
+/// patch whose schedule comes from its base. Judged with the file's deploy unit (BG003).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Unscheduled {
+    /// Index into the lint run's files (0 until the run renumbers it).
+    pub file: usize,
+    /// `metadata.name`, else the `kind` value.
+    pub span: Span,
+    /// `CronJob `name``.
+    pub label: String,
+    /// Its job template has a container with an `image`: a whole resource, not a patch.
+    pub complete: bool,
+}
+
 /// A problem found while reading a source, located in its file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Problem {
@@ -196,6 +213,8 @@ pub struct Read {
     /// Jobs that run at boot (`@reboot` crontab lines): listed (`--list-files`, graph),
     /// never a schedule.
     pub boot: Vec<String>,
+    /// CronJobs without a schedule.
+    pub unscheduled: Vec<Unscheduled>,
 }
 
 /// A file that is a source by its name alone (PM2 ecosystem files, crontabs).
@@ -215,7 +234,9 @@ pub fn classify(path: &Path, bytes: &[u8], explicit: bool) -> Option<SourceKind>
         return Some(SourceKind::Crontab);
     }
     let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
-    if (yaml || explicit) && kubernetes::looks_like_cronjob(bytes) {
+    // A kustomization names CronJobs (a patch's `target: {kind: CronJob}`) but is none.
+    let kustomization = kubernetes::KUSTOMIZATION_NAMES.contains(&name);
+    if (yaml || explicit) && !kustomization && kubernetes::looks_like_cronjob(bytes) {
         return Some(SourceKind::Kubernetes);
     }
     None

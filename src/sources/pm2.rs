@@ -15,10 +15,14 @@
 //!
 //! ## Which apps register a job
 //! - `cron_restart: 0` (or `"0"`) disables the schedule.
-//! - An app with a `cron_restart` that keeps running (`autorestart` not `false`) is a
-//!   *restart schedule* of a long-running process (a nightly restart of a web cluster), not
-//!   batch work: it registers nothing, and the file's notes say so (`lint --list-files`).
-//! - An app with `autorestart: false` and a `cron_restart` is cron batch work: a registration.
+//! - An app with a `cron_restart` and `autorestart` not `false` is a *restart schedule* of
+//!   a long-running process (a nightly restart of a web cluster), not batch work: it
+//!   registers nothing, and the file's notes say so (`lint --list-files`), with what its
+//!   script showed. Unless its script is a one-shot ([`one_shot`]): then it is cron work, a
+//!   registration; and unless `stop_exit_codes` holds 0, PM2 restarts it as soon as it
+//!   exits, so it carries the evidence of its loop ([`RestartLoop`], BG613).
+//! - An app with `autorestart: false` and a `cron_restart` is cron batch work: a
+//!   registration.
 //! - An app whose script is `batchguard run … --job NAME` is that manifest job's
 //!   registration (a tie), whatever its `autorestart`: each start runs one guarded slot.
 //!
@@ -121,6 +125,10 @@ pub const AUTORESTART: Field = Field {
     key: "autorestart",
     aliases: &[],
 };
+pub const STOP_EXIT_CODES: Field = Field {
+    key: "stop_exit_codes",
+    aliases: &["stopExitCodes"],
+};
 pub const ENV: Field = Field {
     key: "env",
     aliases: &[],
@@ -199,7 +207,7 @@ pub fn read(path: &Path, text: &str) -> Read {
         };
         return match yaml::parse(&json) {
             Ok(root) => {
-                let mut read = apps(&root, Some(text));
+                let mut read = apps(&root, Some(text), path);
                 read.runners = super::code::runners::pm2_apps(path, &root);
                 read.roots.push(located(&root, text));
                 read
@@ -212,7 +220,7 @@ pub fn read(path: &Path, text: &str) -> Read {
     }
     match yaml::parse(text) {
         Ok(root) => {
-            let mut read = apps(&root, None);
+            let mut read = apps(&root, None, path);
             read.runners = super::code::runners::pm2_apps(path, &root);
             read.roots.push(root);
             read
@@ -312,6 +320,8 @@ fn located(root: &Node, text: &str) -> Node {
 struct Locate<'a> {
     js: Option<&'a str>,
     anchor: Span,
+    /// The ecosystem file, against whose folder scripts are found (BG613).
+    file: &'a Path,
 }
 
 fn scalar_text(node: &Node) -> Option<String> {
@@ -357,7 +367,7 @@ pub(crate) fn app_list(root: &Node) -> Result<Vec<&Node>, &'static str> {
     }
 }
 
-fn apps(root: &Node, js: Option<&str>) -> Read {
+fn apps(root: &Node, js: Option<&str>, file: &Path) -> Read {
     let mut out = Read::default();
     let list = match app_list(root) {
         Ok(list) => list,
@@ -394,12 +404,17 @@ fn apps(root: &Node, js: Option<&str>) -> Read {
         if js.is_some() && anchor.end() > search_from {
             search_from = anchor.end();
         }
-        let loc = Locate { js, anchor };
+        let loc = Locate { js, anchor, file };
         match app_registration(app, i, name.as_ref(), &loc) {
             Outcome::Registers(r) => out.registrations.push(*r),
-            Outcome::RestartSchedule(label, cron) => out.notes.push(format!(
+            Outcome::RestartSchedule(label, cron, why) => out.notes.push(format!(
                 "{label}: `cron_restart: {cron}` restarts a long-running app (autorestart is \
-                 on), not batch work: no job registered"
+                 on), not batch work: no job registered{}",
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {why}")
+                }
             )),
             Outcome::Nothing => {}
         }
@@ -409,8 +424,9 @@ fn apps(root: &Node, js: Option<&str>) -> Read {
 
 enum Outcome {
     Registers(Box<Registration>),
-    /// A `cron_restart` on an app that keeps running: its label and expression.
-    RestartSchedule(String, String),
+    /// A `cron_restart` on an app that keeps running: its label, expression, and what
+    /// its script showed (empty when it was not read).
+    RestartSchedule(String, String, String),
     Nothing,
 }
 
@@ -522,7 +538,8 @@ fn app_registration(app: &Node, i: usize, name: Option<&Spanned<String>>, loc: &
     });
     // PM2 compares with `== '0'`, which JavaScript makes numeric: " 0", "00" disable too.
     let cron = cron.filter(|c| c.value.trim().parse::<f64>() != Ok(0.0));
-    let keeps_running = !pick(app, &AUTORESTART).is_some_and(|a| {
+    let autorestart = pick(app, &AUTORESTART);
+    let autorestart_off = autorestart.is_some_and(|a| {
         matches!(&a.value, Value::Bool(false)) || matches!(&a.value, Value::Str(s) if s == "false")
     });
     let label = format!(
@@ -531,14 +548,27 @@ fn app_registration(app: &Node, i: usize, name: Option<&Spanned<String>>, loc: &
             .or_else(|| rendered_name(app))
             .unwrap_or_else(|| format!("apps[{i}]"))
     );
-    if tie.is_none() {
-        match &cron {
-            None => return Outcome::Nothing,
-            Some(c) if keeps_running => {
-                return Outcome::RestartSchedule(label, c.value.clone());
+    let mut restart_loop = None;
+    // With autorestart on, a `cron_restart` is cron work only when the script is a
+    // one-shot. A tied app runs `batchguard run`, which exits after its slot: PM2 starts
+    // it again, and each start skips the slot that already succeeded (not BG613's).
+    if let Some(c) = cron.as_ref().filter(|_| !autorestart_off && tie.is_none()) {
+        match one_shot(app, &command, name.map(|n| n.value.as_str()), loc) {
+            // PM2's `handleExit` restarts a process that ends unless `autorestart` is
+            // false or its exit code is in `stop_exit_codes`: with 0 there, a clean run
+            // ends for good, and the one-shot runs once a tick.
+            Ok(_) if stops_on_success(app) => {}
+            Ok(evidence) => {
+                restart_loop = Some(RestartLoop {
+                    evidence,
+                    autorestart: autorestart.map(|n| loc.span(n)),
+                });
             }
-            Some(_) => {}
+            Err(why) => return Outcome::RestartSchedule(label, c.value.clone(), why),
         }
+    }
+    if tie.is_none() && cron.is_none() {
+        return Outcome::Nothing;
     }
     let instances_node = pick(app, &INSTANCES);
     let pm2_n = instances_node.and_then(|n| pm2_instances(&n.value));
@@ -581,8 +611,138 @@ fn app_registration(app: &Node, i: usize, name: Option<&Spanned<String>>, loc: &
         workdir,
         store_env: store_env(app, &env, loc),
         env,
+        restart_loop,
         ..Registration::default()
     }))
+}
+
+/// Why an app with a `cron_restart` that PM2 restarts on exit is a one-shot (BG613).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RestartLoop {
+    /// What showed it, in words: the script's exit call, no call that keeps it running,
+    /// a job's name.
+    pub evidence: Vec<String>,
+    /// Where `autorestart` is written (absent: on, PM2's default).
+    pub autorestart: Option<Span>,
+}
+
+/// `stop_exit_codes` holds 0 (a number or a string, alone or in a list): PM2 leaves a
+/// process that exits cleanly stopped.
+fn stops_on_success(app: &Node) -> bool {
+    fn zero(n: &Node) -> bool {
+        match &n.value {
+            Value::Int(i) => *i == 0,
+            Value::Str(s) => s.trim().parse::<i64>() == Ok(0),
+            _ => false,
+        }
+    }
+    pick(app, &STOP_EXIT_CODES).is_some_and(|n| match &n.value {
+        Value::Seq(items) => items.iter().any(zero),
+        _ => zero(n),
+    })
+}
+
+/// Largest script read to judge its lifetime (as for application code).
+const MAX_SCRIPT_BYTES: u64 = super::code::MAX_CODE_BYTES as u64;
+
+/// Whether the app's script is a one-shot, with the evidence (BG613); else why it is
+/// taken as long-running, for the file's note (empty when nothing was learned).
+///
+/// The script is the first word of the command that names a file batchguard can read
+/// ([`lifetime::readable`]), found relative to the app's `cwd` (itself relative to the
+/// ecosystem file's folder) or to that folder. A one-shot is a script read whole that has
+/// no call that keeps a process running and either ends the process on purpose or is
+/// named like a job; a script that cannot be read is never judged one, whatever its name.
+fn one_shot(
+    app: &Node,
+    command: &[String],
+    name: Option<&str>,
+    loc: &Locate,
+) -> Result<Vec<String>, String> {
+    use super::code::lifetime;
+    let script = command
+        .iter()
+        .find(|w| !w.starts_with('-') && lifetime::readable(Path::new(w.as_str())));
+    let stem = script
+        .and_then(|s| Path::new(s.as_str()).file_stem())
+        .and_then(|s| s.to_str());
+    let named = name
+        .and_then(lifetime::job_word)
+        .or_else(|| stem.and_then(lifetime::job_word));
+    let Some(script) = script else {
+        return Err(match named {
+            Some(w) => format!(
+                "named like a job (`{w}`), but its script is none batchguard reads: if it \
+                 exits, PM2 restarts it at once, in a loop (BG613 needs the script)"
+            ),
+            None => String::new(),
+        });
+    };
+    let read = read_script(app, script, loc);
+    let Some((text, path)) = read else {
+        return Err(match named {
+            Some(w) => format!(
+                "named like a job (`{w}`), but `{script}` was not found beside the file: if \
+                 it exits, PM2 restarts it at once, in a loop (BG613 needs the script)"
+            ),
+            None => String::new(),
+        });
+    };
+    let Some(life) = lifetime::of_script(&path, &text) else {
+        return Err(String::new());
+    };
+    if let Some((what, line)) = life.keeps_alive {
+        return Err(format!("`{script}` keeps running: `{what}` at line {line}"));
+    }
+    let quiet = "no listen, timer, schedule, consumer or endless-loop call".to_owned();
+    match (life.exit, named) {
+        (Some((what, line)), named) => {
+            let mut evidence = vec![
+                format!("`{script}` ends the process: `{what}` at line {line}"),
+                quiet,
+            ];
+            evidence.extend(named.map(|w| format!("named like a job (`{w}`)")));
+            Ok(evidence)
+        }
+        (None, Some(w)) => Ok(vec![
+            format!("`{script}` has {quiet}: it ends when its work is done"),
+            format!("named like a job (`{w}`)"),
+        ]),
+        (None, None) => Err(format!(
+            "`{script}` has {quiet}, but no exit call and no job's name: not judged a \
+             one-shot"
+        )),
+    }
+}
+
+/// The script's text and path, when it is a relative path to a file of at most
+/// [`MAX_SCRIPT_BYTES`] under the app's `cwd` or the ecosystem file's folder.
+fn read_script(app: &Node, script: &str, loc: &Locate) -> Option<(String, std::path::PathBuf)> {
+    let rel = Path::new(script);
+    if rel.is_absolute() {
+        return None;
+    }
+    let base = loc.file.parent().unwrap_or(Path::new(""));
+    let cwd = pick(app, &CWD)
+        .and_then(str_at)
+        .map(|c| c.value)
+        .filter(|c| !Path::new(c).is_absolute());
+    let tries = cwd
+        .map(|c| base.join(c).join(rel))
+        .into_iter()
+        .chain(std::iter::once(base.join(rel)));
+    for path in tries {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() > MAX_SCRIPT_BYTES {
+            continue;
+        }
+        if let Ok(bytes) = std::fs::read(&path) {
+            return Some((String::from_utf8_lossy(&bytes).into_owned(), path));
+        }
+    }
+    None
 }
 
 /// `BATCHGUARD_STORE` in the app's `env` (or an `env_<name>` block): as written, or

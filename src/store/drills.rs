@@ -99,15 +99,10 @@ pub fn migrate(url: &str) -> Result<bool, String> {
     }
     match DrillSource::parse(url)? {
         DrillSource::Sqlite(p) => {
-            let (rt, mut conn, shown) = super::sqlite::connect(&p).map_err(|e| e.0)?;
-            rt.block_on(async {
-                sqlx::raw_sql(SQLITE_DDL)
-                    .execute(&mut conn)
-                    .await
-                    .map_err(|e| format!("{shown}: cannot create `{TABLE}`: {e}"))?;
-                let _ = conn.close().await;
-                Ok(true)
-            })
+            let (conn, shown) = super::sqlite::connect(&p).map_err(|e| e.0)?;
+            conn.execute_batch(SQLITE_DDL)
+                .map_err(|e| format!("{shown}: cannot create `{TABLE}`: {e}"))?;
+            Ok(true)
         }
         DrillSource::Postgres(url) => postgres(&url, "cannot create `batchguard_drills`", None),
         DrillSource::Mysql(url) => mysql(&url, "cannot create `batchguard_drills`", None),
@@ -136,39 +131,24 @@ fn append_jsonl(path: &Path, rec: &DrillRecord) -> Result<(), String> {
 }
 
 fn append_sqlite(path: &Path, rec: &DrillRecord) -> Result<(), String> {
-    // The store's own open: folder created, WAL, busy timeout, a racing first open retried.
-    let (rt, mut conn, shown) = super::sqlite::connect(path).map_err(|e| e.0)?;
-    let fail = |what: &str, e: sqlx::Error| format!("{shown}: {what}: {e}");
-    rt.block_on(async {
-        let write = async {
-            sqlx::raw_sql(SQLITE_DDL)
-                .execute(&mut conn)
-                .await
-                .map_err(|e| fail(&format!("cannot create `{TABLE}`"), e))?;
-            sqlx::query(INSERT_SQLITE)
-                .bind(&rec.job)
-                .bind(rfc3339(rec.scheduled_at))
-                .bind(rfc3339(rec.at))
-                .bind(rec.passed)
-                .bind(&rec.scenarios)
-                .bind(&rec.report_digest)
-                .execute(&mut conn)
-                .await
-                .map_err(|e| fail("cannot record the drill", e))?;
-            Ok::<_, String>(())
-        };
-        match tokio::time::timeout(WRITE_TIMEOUT, write).await {
-            Ok(r) => r?,
-            Err(_) => {
-                return Err(format!(
-                    "{shown}: cannot record the drill: no answer within {} s",
-                    WRITE_TIMEOUT.as_secs()
-                ));
-            }
-        }
-        let _ = conn.close().await;
-        Ok(())
-    })
+    // The store's own open: folder created, WAL, busy timeout (the bound of a write that
+    // waits for another process), a racing first open retried.
+    let (conn, shown) = super::sqlite::connect(path).map_err(|e| e.0)?;
+    conn.execute_batch(SQLITE_DDL)
+        .map_err(|e| format!("{shown}: cannot create `{TABLE}`: {e}"))?;
+    conn.execute(
+        INSERT_SQLITE,
+        rusqlite::params![
+            rec.job,
+            rfc3339(rec.scheduled_at),
+            rfc3339(rec.at),
+            rec.passed,
+            rec.scenarios,
+            rec.report_digest,
+        ],
+    )
+    .map_err(|e| format!("{shown}: cannot record the drill: {e}"))?;
+    Ok(())
 }
 
 fn append_postgres(url: &str, rec: &DrillRecord) -> Result<(), String> {

@@ -1,6 +1,11 @@
 //! The SQLite store (`sqlite:PATH`): one host, several processes. WAL and a busy timeout
 //! let the processes share the file; every write is an immediate transaction, so the
 //! acquire's check and its upsert see one state. The clock is the host's (SPEC 7.1 item 2).
+//!
+//! Statements run on the caller's thread through rusqlite, not on sqlx's worker thread:
+//! `run` is a short process on the latency path of every tick, and each statement handed to
+//! sqlx's SQLite thread and back cost two context switches (with the worker's start and the
+//! runtime, about 2 ms of the guard's overhead on a 2-core host).
 
 use super::ledger::{Batch, Ledger};
 use super::{
@@ -8,8 +13,8 @@ use super::{
     OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished, micros, rfc3339,
 };
 use jiff::Timestamp;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
-use sqlx::{Connection, Row};
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
 use std::time::Duration;
 
@@ -31,6 +36,13 @@ ALTER TABLE batchguard_events RENAME TO batchguard_events_v1;
 DROP INDEX IF EXISTS batchguard_events_slot;
 DROP INDEX IF EXISTS batchguard_events_run;";
 
+/// The WAL is checkpointed when it holds this many pages (SQLite's default: 1,000). Every
+/// `run` is the file's first connection, which rebuilds the WAL index by reading (and
+/// checksumming) the whole WAL: 4 MiB at the default cost each run about half a
+/// millisecond. A run writes about five pages, so a checkpoint (two fsyncs) comes every
+/// fifty runs or so.
+const WAL_CHECKPOINT_PAGES: u32 = 256;
+
 /// Long enough for 50 contenders on one slot to queue, short enough to fail a stuck file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -38,8 +50,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 pub type Clock = Box<dyn Fn() -> Timestamp + Send>;
 
 pub struct SqliteStore {
-    rt: tokio::runtime::Runtime,
-    conn: SqliteConnection,
+    conn: Connection,
     shown: String,
     clock: Clock,
 }
@@ -69,60 +80,48 @@ impl SqliteStore {
     /// `migrate`: runs the (idempotent) DDL even when the file says it is current, so
     /// a dropped table comes back.
     pub fn open_with(path: &Path, migrate: bool) -> Result<SqliteStore, StoreError> {
-        let (rt, mut conn, shown) = connect(path)?;
-        let fail = |what: &str, e: sqlx::Error| StoreError::failed(format!("{shown}: {what}: {e}"));
-        rt.block_on(async {
-            let version: i64 = sqlx::query_scalar("PRAGMA user_version")
-                .fetch_one(&mut conn)
-                .await
-                .map_err(|e| fail("cannot read the schema version", e))?;
-            if migrate || version < SCHEMA_VERSION {
-                sqlx::raw_sql("BEGIN IMMEDIATE")
-                    .execute(&mut conn)
-                    .await
-                    .map_err(|e| fail("cannot lock the file", e))?;
-                let old: Option<String> = sqlx::query_scalar(
+        let (mut conn, shown) = connect(path)?;
+        let fail =
+            |what: &str, e: rusqlite::Error| StoreError::failed(format!("{shown}: {what}: {e}"));
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| fail("cannot read the schema version", e))?;
+        if migrate || version < SCHEMA_VERSION {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| fail("cannot lock the file", e))?;
+            let old: Option<String> = tx
+                .query_row(
                     "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'batchguard_events'",
+                    [],
+                    |r| r.get(0),
                 )
-                .fetch_optional(&mut conn)
-                .await
+                .optional()
                 .map_err(|e| fail("cannot read the schema", e))?;
-                let widen = old.is_some_and(|sql| !sql.contains("catch_up"));
-                if widen {
-                    sqlx::raw_sql(WIDEN_TRIGGER)
-                        .execute(&mut conn)
-                        .await
-                        .map_err(|e| fail("cannot upgrade the tables", e))?;
-                }
-                for ddl in DDL {
-                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
-                        .execute(&mut conn)
-                        .await
-                        .map_err(|e| fail("cannot create the tables", e))?;
-                }
-                if widen {
-                    sqlx::raw_sql(
-                        "INSERT INTO batchguard_events (rowid, run_id, job, scheduled_at, event, at, \
-                           instance, attempt, status, error_code, snapshot_digest, \"trigger\", fence, detail) \
-                         SELECT rowid, run_id, job, scheduled_at, event, at, instance, attempt, status, \
-                           error_code, snapshot_digest, \"trigger\", fence, detail FROM batchguard_events_v1; \
-                         DROP TABLE batchguard_events_v1",
-                    )
-                    .execute(&mut conn)
-                    .await
+            let widen = old.is_some_and(|sql| !sql.contains("catch_up"));
+            if widen {
+                tx.execute_batch(WIDEN_TRIGGER)
                     .map_err(|e| fail("cannot upgrade the tables", e))?;
-                }
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "PRAGMA user_version = {SCHEMA_VERSION}; COMMIT"
-                )))
-                .execute(&mut conn)
-                .await
-                .map_err(|e| fail("cannot create the tables", e))?;
             }
-            Ok::<_, StoreError>(())
-        })?;
+            for ddl in DDL {
+                tx.execute_batch(ddl)
+                    .map_err(|e| fail("cannot create the tables", e))?;
+            }
+            if widen {
+                tx.execute_batch(
+                    "INSERT INTO batchguard_events (rowid, run_id, job, scheduled_at, event, at, \
+                       instance, attempt, status, error_code, snapshot_digest, \"trigger\", fence, detail) \
+                     SELECT rowid, run_id, job, scheduled_at, event, at, instance, attempt, status, \
+                       error_code, snapshot_digest, \"trigger\", fence, detail FROM batchguard_events_v1; \
+                     DROP TABLE batchguard_events_v1",
+                )
+                .map_err(|e| fail("cannot upgrade the tables", e))?;
+            }
+            tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+                .and_then(|()| tx.commit())
+                .map_err(|e| fail("cannot create the tables", e))?;
+        }
         Ok(SqliteStore {
-            rt,
             conn,
             shown,
             clock: Box::new(Timestamp::now),
@@ -132,13 +131,11 @@ impl SqliteStore {
     /// A ledger apart from the store: the file gets the ledger tables only (idempotent
     /// DDL, so a file that is also a store keeps its own tables).
     pub fn open_ledger(path: &Path) -> Result<SqliteStore, StoreError> {
-        let (rt, mut conn, shown) = connect(path)?;
-        rt.block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(DDL[0])).execute(&mut conn))
-            .map_err(|e| {
-                StoreError::failed(format!("{shown}: cannot create the ledger tables: {e}"))
-            })?;
+        let (conn, shown) = connect(path)?;
+        conn.execute_batch(DDL[0]).map_err(|e| {
+            StoreError::failed(format!("{shown}: cannot create the ledger tables: {e}"))
+        })?;
         Ok(SqliteStore {
-            rt,
             conn,
             shown,
             clock: Box::new(Timestamp::now),
@@ -151,7 +148,7 @@ impl SqliteStore {
         self
     }
 
-    fn fail(&self, what: &str, e: sqlx::Error) -> StoreError {
+    fn fail(&self, what: &str, e: rusqlite::Error) -> StoreError {
         StoreError::failed(format!("{}: {what}: {e}", self.shown))
     }
 
@@ -161,14 +158,17 @@ impl SqliteStore {
         if !path.exists() {
             return Ok(Vec::new());
         }
-        let (rt, mut conn, shown) = connect(path)?;
-        rt.block_on(
-            sqlx::query_scalar(
+        let (conn, shown) = connect(path)?;
+        let fail = |e: rusqlite::Error| {
+            StoreError::failed(format!("{shown}: cannot list the tables: {e}"))
+        };
+        let mut st = conn
+            .prepare(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'batchguard\\_%' ESCAPE '\\' ORDER BY 1",
             )
-            .fetch_all(&mut conn),
-        )
-        .map_err(|e| StoreError::failed(format!("{shown}: cannot list the tables: {e}")))
+            .map_err(fail)?;
+        let rows = st.query_map([], |r| r.get(0)).map_err(fail)?;
+        rows.collect::<Result<_, _>>().map_err(fail)
     }
 
     /// The highest fence per job in a file's ledger table (a file that does not exist
@@ -182,109 +182,97 @@ impl SqliteStore {
                 path.display()
             )));
         }
-        let (rt, mut conn, shown) = connect(path)?;
-        let rows: Vec<(String, i64)> = rt
-            .block_on(
-                sqlx::query_as(
-                    "SELECT job, max(fence) FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job",
-                )
-                .fetch_all(&mut conn),
+        let (conn, shown) = connect(path)?;
+        let fail = |e: rusqlite::Error| {
+            StoreError::failed(format!("{shown}: cannot read the fences: {e}"))
+        };
+        let mut st = conn
+            .prepare(
+                "SELECT job, max(fence) FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job",
             )
-            .map_err(|e| StoreError::failed(format!("{shown}: cannot read the fences: {e}")))?;
-        Ok(rows.into_iter().collect())
+            .map_err(fail)?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(fail)?;
+        rows.collect::<Result<_, _>>().map_err(fail)
     }
 
     /// Moves the fencing counter past `fence` (never back); answers its next value.
     pub fn raise_fence(&mut self, fence: i64) -> Result<i64, StoreError> {
-        let r = self.rt.block_on(
-            sqlx::query_scalar(
-                "UPDATE batchguard_fence SET value = max(value, ?1) WHERE id = 1 RETURNING value + 1",
-            )
-            .bind(fence)
-            .fetch_one(&mut self.conn),
+        let r = self.conn.query_row(
+            "UPDATE batchguard_fence SET value = max(value, ?1) WHERE id = 1 RETURNING value + 1",
+            [fence],
+            |r| r.get(0),
         );
         r.map_err(|e| self.fail("cannot move the fencing counter", e))
     }
 }
 
-async fn insert_event(conn: &mut SqliteConnection, ev: &EventRow) -> Result<(), sqlx::Error> {
-    sqlx::query(INSERT_EVENT)
-        .bind(&ev.run_id)
-        .bind(&ev.job)
-        .bind(rfc3339(ev.scheduled_at))
-        .bind(&ev.event)
-        .bind(rfc3339(ev.at))
-        .bind(&ev.instance)
-        .bind(ev.attempt.map(i64::from))
-        .bind(&ev.status)
-        .bind(&ev.error_code)
-        .bind(&ev.snapshot_digest)
-        .bind(&ev.trigger)
-        .bind(ev.fence)
-        .bind(ev.detail.as_deref().map(super::clip_detail))
-        .execute(conn)
-        .await
+fn insert_event(conn: &Connection, ev: &EventRow) -> rusqlite::Result<()> {
+    conn.prepare_cached(INSERT_EVENT)?
+        .execute(params![
+            ev.run_id,
+            ev.job,
+            rfc3339(ev.scheduled_at),
+            ev.event,
+            rfc3339(ev.at),
+            ev.instance,
+            ev.attempt.map(i64::from),
+            ev.status,
+            ev.error_code,
+            ev.snapshot_digest,
+            ev.trigger,
+            ev.fence,
+            ev.detail.as_deref().map(super::clip_detail),
+        ])
         .map(|_| ())
 }
 
-async fn insert_outputs(
-    conn: &mut SqliteConnection,
+fn insert_outputs(
+    conn: &Connection,
     job: &str,
     scheduled_at: &str,
     run_id: &str,
     outputs: &[OutputRow],
-) -> Result<(), sqlx::Error> {
+) -> rusqlite::Result<()> {
     if outputs.is_empty() {
         return Ok(());
     }
-    // One statement for every key: a row at a time, each its own trip to sqlx's SQLite
-    // thread, cost the drill's 10,000-key runs about 0.2 s apiece. The keys and times go in
-    // as one JSON array, inserted in its order (`json_each`'s `key` is the index).
-    let rows: Vec<(&str, String)> = outputs
-        .iter()
-        .map(|o| (o.key.as_str(), rfc3339(o.at)))
-        .collect();
-    let rows = serde_json::to_string(&rows).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
-    sqlx::query(
+    // One prepared statement, stepped once per key, inside the caller's transaction.
+    let mut st = conn.prepare_cached(
         "INSERT INTO batchguard_outputs (job, scheduled_at, run_id, output_key, at) \
-         SELECT ?1, ?2, ?3, value ->> 0, value ->> 1 FROM json_each(?4) ORDER BY key",
-    )
-    .bind(job)
-    .bind(scheduled_at)
-    .bind(run_id)
-    .bind(rows)
-    .execute(&mut *conn)
-    .await
-    .map(|_| ())
-}
-
-async fn end_written(c: &mut SqliteConnection, run_id: &str) -> Result<bool, sqlx::Error> {
-    let done: Option<i64> = sqlx::query_scalar(
-        "SELECT 1 FROM batchguard_events WHERE run_id = ?1 AND event = 'end' LIMIT 1",
-    )
-    .bind(run_id)
-    .fetch_optional(&mut *c)
-    .await?;
-    Ok(done.is_some())
-}
-
-/// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on any error.
-async fn immediate<T>(
-    conn: &mut SqliteConnection,
-    body: impl AsyncFnOnce(&mut SqliteConnection) -> Result<(T, bool), sqlx::Error>,
-) -> Result<T, sqlx::Error> {
-    sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-    match body(&mut *conn).await {
-        Ok((v, commit)) => {
-            let end = if commit { "COMMIT" } else { "ROLLBACK" };
-            sqlx::raw_sql(end).execute(&mut *conn).await?;
-            Ok(v)
-        }
-        Err(e) => {
-            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
-            Err(e)
-        }
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for o in outputs {
+        st.execute(params![job, scheduled_at, run_id, o.key, rfc3339(o.at)])?;
     }
+    Ok(())
+}
+
+fn end_written(c: &Connection, run_id: &str) -> rusqlite::Result<bool> {
+    c.query_row(
+        "SELECT 1 FROM batchguard_events WHERE run_id = ?1 AND event = 'end' LIMIT 1",
+        [run_id],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+}
+
+/// Runs `body` inside `BEGIN IMMEDIATE … COMMIT` (`false` from `body`: rolled back), rolling
+/// back on any error.
+fn immediate<T>(
+    conn: &mut Connection,
+    body: impl FnOnce(&Connection) -> rusqlite::Result<(T, bool)>,
+) -> rusqlite::Result<T> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (v, commit) = body(&tx)?;
+    if commit {
+        tx.commit()?
+    } else {
+        tx.rollback()?
+    }
+    Ok(v)
 }
 
 impl Store for SqliteStore {
@@ -298,16 +286,16 @@ impl Store for SqliteStore {
             .unwrap_or(i64::MAX / 2_000_000)
             .saturating_mul(1_000_000);
         let clock = &self.clock;
-        let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
+        let result = immediate(&mut self.conn, |c| {
             let now = clock();
             let now_us = micros(now);
-            let prior: Option<(i64, String, String)> = sqlx::query_as(
-                "SELECT attempts, state, run_id FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2",
-            )
-            .bind(&req.job)
-            .bind(&slot)
-            .fetch_optional(&mut *c)
-            .await?;
+            let prior: Option<(i64, String, String)> = c
+                .query_row(
+                    "SELECT attempts, state, run_id FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2",
+                    params![req.job, slot],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
             let attempts_so_far = prior.as_ref().map_or(0, |p| p.0);
             if let Some((_, state, run_id)) = &prior {
                 if state == "succeeded" {
@@ -325,28 +313,36 @@ impl Store for SqliteStore {
             // The next fence, drawn (below) only when the lease is granted: a refusal or an
             // exhausted slot leaves the counter where it was. The immediate transaction
             // keeps any other writer out meanwhile.
-            let fence: i64 = sqlx::query_scalar("SELECT value + 1 FROM batchguard_fence WHERE id = 1")
-                .fetch_one(&mut *c)
-                .await?;
-            let taken: Option<i64> = sqlx::query_scalar(ACQUIRE_LEASE)
-                .bind(&req.key)
-                .bind(&req.job)
-                .bind(&slot)
-                .bind(&req.holder)
-                .bind(&req.run_id)
-                .bind(fence)
-                .bind(now_us)
-                .bind(now_us.saturating_add(ttl_us))
-                .bind(req.manual)
-                .fetch_optional(&mut *c)
-                .await?;
-            if taken.is_none() {
-                let held: Option<(String, String, i64, i64)> = sqlx::query_as(
-                    "SELECT holder, run_id, fence, lease_until FROM batchguard_leases WHERE key = ?1",
+            let fence: i64 = c.query_row(
+                "SELECT value + 1 FROM batchguard_fence WHERE id = 1",
+                [],
+                |r| r.get(0),
+            )?;
+            let taken: Option<i64> = c
+                .query_row(
+                    ACQUIRE_LEASE,
+                    params![
+                        req.key,
+                        req.job,
+                        slot,
+                        req.holder,
+                        req.run_id,
+                        fence,
+                        now_us,
+                        now_us.saturating_add(ttl_us),
+                        req.manual,
+                    ],
+                    |r| r.get(0),
                 )
-                .bind(&req.key)
-                .fetch_optional(&mut *c)
-                .await?;
+                .optional()?;
+            if taken.is_none() {
+                let held: Option<(String, String, i64, i64)> = c
+                    .query_row(
+                        "SELECT holder, run_id, fence, lease_until FROM batchguard_leases WHERE key = ?1",
+                        [&req.key],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    )
+                    .optional()?;
                 let refusal = match held {
                     Some((holder, run_id, fence, until)) => Refusal::Held {
                         holder,
@@ -363,20 +359,14 @@ impl Store for SqliteStore {
                 && !req.manual
                 && u64::try_from(attempts_so_far).unwrap_or(0) >= max
             {
-                sqlx::query(
+                c.execute(
                     "UPDATE batchguard_slots SET state = 'dead_lettered' WHERE job = ?1 AND scheduled_at = ?2",
-                )
-                .bind(&req.job)
-                .bind(&slot)
-                .execute(&mut *c)
-                .await?;
-                sqlx::query(
+                    params![req.job, slot],
+                )?;
+                c.execute(
                     "UPDATE batchguard_leases SET state = 'released', lease_until = ?2 WHERE key = ?1",
-                )
-                .bind(&req.key)
-                .bind(now_us)
-                .execute(&mut *c)
-                .await?;
+                    params![req.key, now_us],
+                )?;
                 let mut dl = req.start.clone();
                 dl.event = "dead_letter".into();
                 dl.at = now;
@@ -387,33 +377,33 @@ impl Store for SqliteStore {
                 ));
                 dl.snapshot_digest = None;
                 if req.ledger {
-                    insert_event(c, &dl).await?;
+                    insert_event(c, &dl)?;
                 }
                 let attempts = u32::try_from(attempts_so_far).unwrap_or(u32::MAX);
-                return Ok((AcquireResult::Refused(Refusal::Exhausted { attempts }), true));
+                return Ok((
+                    AcquireResult::Refused(Refusal::Exhausted { attempts }),
+                    true,
+                ));
             }
-            sqlx::query("UPDATE batchguard_fence SET value = ?1 WHERE id = 1")
-                .bind(fence)
-                .execute(&mut *c)
-                .await?;
-            let attempt: i64 = sqlx::query_scalar(
+            c.execute(
+                "UPDATE batchguard_fence SET value = ?1 WHERE id = 1",
+                [fence],
+            )?;
+            let attempt: i64 = c.query_row(
                 "INSERT INTO batchguard_slots (job, scheduled_at, attempts, state, run_id) \
                  VALUES (?1, ?2, 1, 'running', ?3) \
                  ON CONFLICT (job, scheduled_at) DO UPDATE SET attempts = attempts + 1, \
                  state = 'running', run_id = excluded.run_id RETURNING attempts",
-            )
-            .bind(&req.job)
-            .bind(&slot)
-            .bind(&req.run_id)
-            .fetch_one(&mut *c)
-            .await?;
+                params![req.job, slot, req.run_id],
+                |r| r.get(0),
+            )?;
             let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
             let mut start = req.start.clone();
             start.at = now;
             start.attempt = Some(attempt);
             start.fence = Some(fence);
             if req.ledger {
-                insert_event(c, &start).await?;
+                insert_event(c, &start)?;
             }
             Ok((
                 AcquireResult::Acquired(Acquired {
@@ -423,22 +413,22 @@ impl Store for SqliteStore {
                 }),
                 true,
             ))
-        }));
+        });
         result.map_err(|e| self.fail("cannot acquire the lease", e))
     }
 
     fn finish(&mut self, fin: &Finish) -> Result<(), StoreError> {
         let slot = rfc3339(fin.scheduled_at);
         let clock = &self.clock;
-        let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
+        let result = immediate(&mut self.conn, |c| {
             if fin.ledger {
-                if end_written(c, &fin.run_id).await? {
+                if end_written(c, &fin.run_id)? {
                     return Ok(((), false));
                 }
-                insert_event(c, &fin.end).await?;
-                insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs).await?;
+                insert_event(c, &fin.end)?;
+                insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs)?;
                 if let Some(dl) = &fin.dead_letter {
-                    insert_event(c, dl).await?;
+                    insert_event(c, dl)?;
                 }
             }
             let state = if fin.dead_letter.is_some() {
@@ -446,63 +436,55 @@ impl Store for SqliteStore {
             } else {
                 fin.state
             };
-            sqlx::query(
+            c.execute(
                 "UPDATE batchguard_slots SET state = ?3 WHERE job = ?1 AND scheduled_at = ?2 \
                  AND (run_id = ?4 OR ?3 = 'succeeded')",
-            )
-            .bind(&fin.job)
-            .bind(&slot)
-            .bind(state.as_str())
-            .bind(&fin.run_id)
-            .execute(&mut *c)
-            .await?;
-            sqlx::query(
+                params![fin.job, slot, state.as_str(), fin.run_id],
+            )?;
+            c.execute(
                 "UPDATE batchguard_leases SET state = 'released', lease_until = MIN(lease_until, ?3) \
                  WHERE key = ?1 AND fence = ?2",
-            )
-            .bind(&fin.key)
-            .bind(fin.fence)
-            .bind(micros(clock()))
-            .execute(&mut *c)
-            .await?;
+                params![fin.key, fin.fence, micros(clock())],
+            )?;
             Ok(((), true))
-        }));
+        });
         result.map_err(|e| self.fail("cannot write the end of the run", e))
     }
 
     fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {
-        let result = self.rt.block_on(insert_event(&mut self.conn, ev));
+        let result = insert_event(&self.conn, ev);
         result.map_err(|e| self.fail("cannot write an event", e))
     }
 
     fn ingest_abandoned(&mut self, run: &Abandoned, keys: &[OutputRow]) -> Result<u64, StoreError> {
         let slot = rfc3339(run.scheduled_at);
-        let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
-            let seen: Option<i64> =
-                sqlx::query_scalar("SELECT 1 FROM batchguard_outputs WHERE run_id = ?1 LIMIT 1")
-                    .bind(&run.run_id)
-                    .fetch_optional(&mut *c)
-                    .await?;
+        let result = immediate(&mut self.conn, |c| {
+            let seen = c
+                .query_row(
+                    "SELECT 1 FROM batchguard_outputs WHERE run_id = ?1 LIMIT 1",
+                    [&run.run_id],
+                    |_| Ok(()),
+                )
+                .optional()?;
             if seen.is_some() {
                 return Ok((0, false));
             }
-            insert_outputs(c, &run.job, &slot, &run.run_id, keys).await?;
+            insert_outputs(c, &run.job, &slot, &run.run_id, keys)?;
             Ok((keys.len() as u64, true))
-        }));
+        });
         result.map_err(|e| self.fail("cannot write the outputs of an abandoned run", e))
     }
 
     fn abandoned(&mut self) -> Result<Vec<Abandoned>, StoreError> {
         let now_us = micros((self.clock)());
-        let rows: Result<Vec<(String, String, String)>, _> = self.rt.block_on(
-            sqlx::query_as(
-                "SELECT s.run_id, s.job, s.scheduled_at FROM batchguard_events s \
-                 WHERE s.event = 'start' \
-                 AND NOT EXISTS (SELECT 1 FROM batchguard_events e WHERE e.run_id = s.run_id AND e.event = 'end') \
-                 AND NOT EXISTS (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > ?1)",
-            )
-            .bind(now_us)
-            .fetch_all(&mut self.conn),
+        let rows: rusqlite::Result<Vec<(String, String, String)>> = all(
+            &self.conn,
+            "SELECT s.run_id, s.job, s.scheduled_at FROM batchguard_events s \
+             WHERE s.event = 'start' \
+             AND NOT EXISTS (SELECT 1 FROM batchguard_events e WHERE e.run_id = s.run_id AND e.event = 'end') \
+             AND NOT EXISTS (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > ?1)",
+            [now_us],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         );
         let rows = rows.map_err(|e| self.fail("cannot read the runs", e))?;
         Ok(rows
@@ -519,14 +501,14 @@ impl Store for SqliteStore {
 
     fn live(&mut self, run_id: &str) -> Result<bool, StoreError> {
         let now_us = micros((self.clock)());
-        let row: Result<Option<i64>, _> = self.rt.block_on(
-            sqlx::query_scalar(
+        let row = self
+            .conn
+            .query_row(
                 "SELECT 1 FROM batchguard_leases WHERE run_id = ?1 AND state = 'held' AND lease_until > ?2",
+                params![run_id, now_us],
+                |_| Ok(()),
             )
-            .bind(run_id)
-            .bind(now_us)
-            .fetch_optional(&mut self.conn),
-        );
+            .optional();
         row.map(|r| r.is_some())
             .map_err(|e| self.fail("cannot read the leases", e))
     }
@@ -537,57 +519,53 @@ impl Store for SqliteStore {
 
     fn leases(&mut self, job: Option<&str>) -> Result<Vec<LeaseRow>, StoreError> {
         let now_us = micros((self.clock)());
-        let rows = self.rt.block_on(
-            sqlx::query(
-                "SELECT key, job, scheduled_at, holder, run_id, fence, lease_until FROM batchguard_leases \
-                 WHERE state = 'held' AND lease_until > ?1 AND (?2 IS NULL OR job = ?2) ORDER BY key",
-            )
-            .bind(now_us)
-            .bind(job)
-            .fetch_all(&mut self.conn),
+        let rows = all(
+            &self.conn,
+            "SELECT key, job, scheduled_at, holder, run_id, fence, lease_until FROM batchguard_leases \
+             WHERE state = 'held' AND lease_until > ?1 AND (?2 IS NULL OR job = ?2) ORDER BY key",
+            params![now_us, job],
+            |r| {
+                Ok(LeaseRow {
+                    key: r.get(0)?,
+                    job: r.get(1)?,
+                    scheduled_at: r.get(2)?,
+                    holder: r.get(3)?,
+                    run_id: r.get(4)?,
+                    fence: r.get(5)?,
+                    secs_left: ((r.get::<_, i64>(6)? - now_us).max(0) + 999_999) / 1_000_000,
+                })
+            },
         );
-        let rows = rows.map_err(|e| self.fail("cannot read the leases", e))?;
-        Ok(rows
-            .iter()
-            .map(|r| LeaseRow {
-                key: r.get(0),
-                job: r.get(1),
-                scheduled_at: r.get(2),
-                holder: r.get(3),
-                run_id: r.get(4),
-                fence: r.get(5),
-                secs_left: ((r.get::<i64, _>(6) - now_us).max(0) + 999_999) / 1_000_000,
-            })
-            .collect())
+        rows.map_err(|e| self.fail("cannot read the leases", e))
     }
 
     fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
         let now = (self.clock)();
-        let rows = self.rt.block_on(
-            sqlx::query(
-                "SELECT key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until \
-                 FROM batchguard_leases WHERE state = 'held' ORDER BY key",
-            )
-            .fetch_all(&mut self.conn),
+        let us = |v: i64| Timestamp::from_microsecond(v).unwrap_or(Timestamp::UNIX_EPOCH);
+        let rows = all(
+            &self.conn,
+            "SELECT key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until \
+             FROM batchguard_leases WHERE state = 'held' ORDER BY key",
+            [],
+            |r| {
+                // A row whose columns do not read as a lease is left out, not an error.
+                let lease = (|| {
+                    Some(HeldLease {
+                        key: r.get(0).ok()?,
+                        job: r.get(1).ok()?,
+                        scheduled_at: r.get::<_, String>(2).ok()?.parse().ok()?,
+                        holder: r.get(3).ok()?,
+                        run_id: r.get(4).ok()?,
+                        fence: r.get(5).ok()?,
+                        acquired_at: us(r.get(6).ok()?),
+                        lease_until: us(r.get(7).ok()?),
+                    })
+                })();
+                Ok(lease)
+            },
         );
         let rows = rows.map_err(|e| self.fail("cannot read the leases", e))?;
-        let us = |v: i64| Timestamp::from_microsecond(v).unwrap_or(Timestamp::UNIX_EPOCH);
-        let leases = rows
-            .iter()
-            .filter_map(|r| {
-                Some(HeldLease {
-                    key: r.try_get(0).ok()?,
-                    job: r.try_get(1).ok()?,
-                    scheduled_at: r.try_get::<String, _>(2).ok()?.parse().ok()?,
-                    holder: r.try_get(3).ok()?,
-                    run_id: r.try_get(4).ok()?,
-                    fence: r.try_get(5).ok()?,
-                    acquired_at: us(r.try_get(6).ok()?),
-                    lease_until: us(r.try_get(7).ok()?),
-                })
-            })
-            .collect();
-        Ok((leases, now))
+        Ok((rows.into_iter().flatten().collect(), now))
     }
 
     fn unfinished(
@@ -596,19 +574,16 @@ impl Store for SqliteStore {
         from: Timestamp,
     ) -> Result<(Vec<Unfinished>, Timestamp), StoreError> {
         let now = (self.clock)();
-        let rows: Result<Vec<(String, i64, String, String)>, _> = self.rt.block_on(
-            sqlx::query_as(
-                "SELECT s.scheduled_at, s.attempts, \
-                   CASE WHEN s.state = 'running' THEN 'lost' ELSE s.state END, s.run_id \
-                 FROM batchguard_slots s WHERE s.job = ?1 AND s.scheduled_at >= ?2 \
-                 AND (s.state IN ('failed', 'interrupted') OR (s.state = 'running' AND NOT EXISTS \
-                   (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > ?3))) \
-                 ORDER BY s.scheduled_at",
-            )
-            .bind(job)
-            .bind(rfc3339(from))
-            .bind(micros(now))
-            .fetch_all(&mut self.conn),
+        let rows: rusqlite::Result<Vec<(String, i64, String, String)>> = all(
+            &self.conn,
+            "SELECT s.scheduled_at, s.attempts, \
+               CASE WHEN s.state = 'running' THEN 'lost' ELSE s.state END, s.run_id \
+             FROM batchguard_slots s WHERE s.job = ?1 AND s.scheduled_at >= ?2 \
+             AND (s.state IN ('failed', 'interrupted') OR (s.state = 'running' AND NOT EXISTS \
+               (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > ?3))) \
+             ORDER BY s.scheduled_at",
+            params![job, rfc3339(from), micros(now)],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         );
         let rows = rows.map_err(|e| self.fail("cannot read the unfinished slots", e))?;
         let rows = rows
@@ -618,112 +593,107 @@ impl Store for SqliteStore {
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {
-        let rows = self.rt.block_on(
-            sqlx::query(
-                "SELECT job, scheduled_at, attempts, state, run_id FROM ( \
-                   SELECT *, row_number() OVER (PARTITION BY job ORDER BY scheduled_at DESC) AS n \
-                   FROM batchguard_slots WHERE (?1 IS NULL OR job = ?1)) \
-                 WHERE n <= ?2 ORDER BY job, scheduled_at DESC",
-            )
-            .bind(job)
-            .bind(i64::from(per_job))
-            .fetch_all(&mut self.conn),
+        let rows = all(
+            &self.conn,
+            "SELECT job, scheduled_at, attempts, state, run_id FROM ( \
+               SELECT *, row_number() OVER (PARTITION BY job ORDER BY scheduled_at DESC) AS n \
+               FROM batchguard_slots WHERE (?1 IS NULL OR job = ?1)) \
+             WHERE n <= ?2 ORDER BY job, scheduled_at DESC",
+            params![job, i64::from(per_job)],
+            |r| {
+                Ok(SlotRow {
+                    job: r.get(0)?,
+                    scheduled_at: r.get(1)?,
+                    attempts: r.get(2)?,
+                    state: r.get(3)?,
+                    run_id: r.get(4)?,
+                })
+            },
         );
-        let rows = rows.map_err(|e| self.fail("cannot read the slots", e))?;
-        Ok(rows
-            .iter()
-            .map(|r| SlotRow {
-                job: r.get(0),
-                scheduled_at: r.get(1),
-                attempts: r.get(2),
-                state: r.get(3),
-                run_id: r.get(4),
-            })
-            .collect())
+        rows.map_err(|e| self.fail("cannot read the slots", e))
     }
 }
 
 impl Ledger for SqliteStore {
     fn write(&mut self, batch: &Batch) -> Result<(), StoreError> {
         let slot = rfc3339(batch.scheduled_at);
-        let result = self.rt.block_on(immediate(&mut self.conn, async |c| {
-            if batch.has_end() && end_written(c, &batch.run_id).await? {
+        let result = immediate(&mut self.conn, |c| {
+            if batch.has_end() && end_written(c, &batch.run_id)? {
                 return Ok(((), false));
             }
             for ev in &batch.events {
-                insert_event(c, ev).await?;
+                insert_event(c, ev)?;
             }
-            insert_outputs(c, &batch.job, &slot, &batch.run_id, &batch.outputs).await?;
+            insert_outputs(c, &batch.job, &slot, &batch.run_id, &batch.outputs)?;
             Ok(((), true))
-        }));
+        });
         result.map_err(|e| self.fail("cannot write to the ledger", e))
     }
 }
 
-/// SQLITE_BUSY or SQLITE_LOCKED (with their extended codes), as sqlx reports them.
-fn is_busy(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Database(d) => d
-            .code()
-            .and_then(|c| c.parse::<i32>().ok())
-            .is_some_and(|c| matches!(c & 0xff, 5 | 6)),
-        _ => false,
-    }
+/// Every row of one query, each read by `row`.
+fn all<T, P: rusqlite::Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Vec<T>> {
+    let mut st = conn.prepare(sql)?;
+    let rows = st.query_map(params, row)?;
+    rows.collect()
 }
 
-/// Opens the file (its folder created) in WAL mode with the busy timeout, on a runtime of
-/// its own, shown as `sqlite:PATH`. Each `run` is a short process: the checkpoint SQLite
-/// runs when the last connection closes (and the WAL file it deletes and recreates, with
-/// their fsyncs) would cost every run, so it is turned off; the WAL's auto-checkpoint
-/// still bounds the file.
-pub(super) fn connect(
-    path: &Path,
-) -> Result<(tokio::runtime::Runtime, SqliteConnection, String), StoreError> {
+/// SQLITE_BUSY or SQLITE_LOCKED (with their extended codes).
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Opens the file (its folder created) in WAL mode with the busy timeout, shown as
+/// `sqlite:PATH`. Each `run` is a short process: the checkpoint SQLite runs when the last
+/// connection closes (and the WAL file it deletes and recreates, with their fsyncs) would
+/// cost every run, so it is turned off; the WAL's auto-checkpoint still bounds the file.
+pub(super) fn connect(path: &Path) -> Result<(Connection, String), StoreError> {
     let shown = format!("sqlite:{}", path.display());
-    let rt = crate::db::runtime().map_err(StoreError::failed)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
             StoreError::unreachable(format!("{shown}: cannot create {}: {e}", dir.display()))
         })?;
     }
-    let options = SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(BUSY_TIMEOUT);
-    let fail = |e: sqlx::Error| StoreError::unreachable(format!("{shown}: cannot open: {e}"));
-    let conn = rt.block_on(async {
-        // Several processes opening a new file at once race to switch it to WAL, and
-        // SQLite can answer that switch with SQLITE_BUSY without consulting the busy
-        // timeout: such an open is retried a few times before it counts as a failure.
-        let mut tries = 0u64;
-        let mut conn = loop {
-            match SqliteConnection::connect_with(&options).await {
-                Ok(c) => break c,
-                Err(e) if tries < 10 && is_busy(&e) => {
-                    tries += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(20 * tries)).await;
-                }
-                Err(e) => return Err(fail(e)),
+    let fail = |e: rusqlite::Error| StoreError::unreachable(format!("{shown}: cannot open: {e}"));
+    let open = || -> rusqlite::Result<Connection> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+        // A file system without shared memory keeps the rollback journal: slower, as safe.
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}"
+        ))?;
+        Ok(conn)
+    };
+    // Several processes opening a new file at once race to switch it to WAL, and SQLite
+    // can answer that switch with SQLITE_BUSY without consulting the busy timeout: such an
+    // open is retried a few times before it counts as a failure.
+    let mut tries = 0u64;
+    let conn = loop {
+        match open() {
+            Ok(c) => break c,
+            Err(e) if tries < 10 && is_busy(&e) => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20 * tries));
             }
-        };
-        {
-            let mut h = conn.lock_handle().await.map_err(fail)?;
-            // SAFETY: a valid handle, held locked for the call; the option takes an int
-            // and an optional int* for the previous value.
-            unsafe {
-                libsqlite3_sys::sqlite3_db_config(
-                    h.as_raw_handle().as_ptr(),
-                    libsqlite3_sys::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-                    1 as std::ffi::c_int,
-                    std::ptr::null_mut::<std::ffi::c_int>(),
-                );
-            }
+            Err(e) => return Err(fail(e)),
         }
-        Ok::<_, StoreError>(conn)
-    })?;
-    Ok((rt, conn, shown))
+    };
+    Ok((conn, shown))
 }
 
 /// What `batchguard drill` does to its own sandbox store between the steps of a scenario,
@@ -733,14 +703,11 @@ impl SqliteStore {
     /// wait a real TTL to play a crashed or paused holder).
     pub fn expire_leases(&mut self) -> Result<u64, StoreError> {
         let now = micros((self.clock)());
-        let r = self.rt.block_on(
-            sqlx::query(
-                "UPDATE batchguard_leases SET lease_until = ?1 WHERE state = 'held' AND lease_until > ?1",
-            )
-            .bind(now)
-            .execute(&mut self.conn),
+        let r = self.conn.execute(
+            "UPDATE batchguard_leases SET lease_until = ?1 WHERE state = 'held' AND lease_until > ?1",
+            [now],
         );
-        r.map(|r| r.rows_affected())
+        r.map(|n| n as u64)
             .map_err(|e| self.fail("cannot expire the leases", e))
     }
 
@@ -749,79 +716,66 @@ impl SqliteStore {
     pub fn forget_slot(&mut self, job: &str, scheduled_at: Timestamp) -> Result<(), StoreError> {
         let slot = rfc3339(scheduled_at);
         let now = micros((self.clock)());
-        let r = self.rt.block_on(async {
-            sqlx::query("DELETE FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2")
-                .bind(job)
-                .bind(&slot)
-                .execute(&mut self.conn)
-                .await?;
-            sqlx::query(
-                "UPDATE batchguard_leases SET state = 'released', lease_until = MIN(lease_until, ?3) \
-                 WHERE job = ?1 AND scheduled_at = ?2",
+        let r = self
+            .conn
+            .execute(
+                "DELETE FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2",
+                params![job, slot],
             )
-            .bind(job)
-            .bind(&slot)
-            .bind(now)
-            .execute(&mut self.conn)
-            .await
-        });
+            .and_then(|_| {
+                self.conn.execute(
+                    "UPDATE batchguard_leases SET state = 'released', lease_until = MIN(lease_until, ?3) \
+                     WHERE job = ?1 AND scheduled_at = ?2",
+                    params![job, slot, now],
+                )
+            });
         r.map(|_| ())
             .map_err(|e| self.fail("cannot forget the slot", e))
     }
 
     /// The job's events in the order they were written.
     pub fn events_of(&mut self, job: &str) -> Result<Vec<EventRow>, StoreError> {
-        type Row = (
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<i64>,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-            String,
-            Option<i64>,
-            Option<String>,
+        let rows = all(
+            &self.conn,
+            "SELECT run_id, scheduled_at, event, at, instance, attempt, status, error_code, \
+             snapshot_digest, \"trigger\", fence, detail FROM batchguard_events WHERE job = ?1 ORDER BY rowid",
+            [job],
+            |r| {
+                Ok(EventRow {
+                    run_id: r.get(0)?,
+                    job: job.to_owned(),
+                    scheduled_at: r
+                        .get::<_, String>(1)?
+                        .parse()
+                        .unwrap_or(Timestamp::UNIX_EPOCH),
+                    event: r.get(2)?,
+                    at: r
+                        .get::<_, String>(3)?
+                        .parse()
+                        .unwrap_or(Timestamp::UNIX_EPOCH),
+                    instance: r.get(4)?,
+                    attempt: r
+                        .get::<_, Option<i64>>(5)?
+                        .and_then(|a| u32::try_from(a).ok()),
+                    status: r.get(6)?,
+                    error_code: r.get(7)?,
+                    snapshot_digest: r.get(8)?,
+                    trigger: r.get(9)?,
+                    fence: r.get(10)?,
+                    detail: r.get(11)?,
+                })
+            },
         );
-        let rows: Result<Vec<Row>, _> = self.rt.block_on(
-            sqlx::query_as(
-                "SELECT run_id, scheduled_at, event, at, instance, attempt, status, error_code, \
-                 snapshot_digest, \"trigger\", fence, detail FROM batchguard_events WHERE job = ?1 ORDER BY rowid",
-            )
-            .bind(job)
-            .fetch_all(&mut self.conn),
-        );
-        let rows = rows.map_err(|e| self.fail("cannot read the events", e))?;
-        Ok(rows
-            .into_iter()
-            .map(|r| EventRow {
-                run_id: r.0,
-                job: job.to_owned(),
-                scheduled_at: r.1.parse().unwrap_or(Timestamp::UNIX_EPOCH),
-                event: r.2,
-                at: r.3.parse().unwrap_or(Timestamp::UNIX_EPOCH),
-                instance: r.4,
-                attempt: r.5.and_then(|a| u32::try_from(a).ok()),
-                status: r.6,
-                error_code: r.7,
-                snapshot_digest: r.8,
-                trigger: r.9,
-                fence: r.10,
-                detail: r.11,
-            })
-            .collect())
+        rows.map_err(|e| self.fail("cannot read the events", e))
     }
 
     /// The job's applied outputs as `(output_key, run_id)`, in the order they were written.
     pub fn outputs_of(&mut self, job: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let rows = self.rt.block_on(
-            sqlx::query_as(
-                "SELECT output_key, run_id FROM batchguard_outputs WHERE job = ?1 ORDER BY rowid",
-            )
-            .bind(job)
-            .fetch_all(&mut self.conn),
+        let rows = all(
+            &self.conn,
+            "SELECT output_key, run_id FROM batchguard_outputs WHERE job = ?1 ORDER BY rowid",
+            [job],
+            |r| Ok((r.get(0)?, r.get(1)?)),
         );
         rows.map_err(|e| self.fail("cannot read the outputs", e))
     }

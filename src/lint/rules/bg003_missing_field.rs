@@ -1,12 +1,22 @@
 use crate::declare_rule;
+use crate::finding::Location;
 use crate::lint::JobCx;
+use crate::lint::cross::CrossEmitter;
 use crate::lint::rule::{Emitter, Rule};
+use crate::project::Analysis;
 
 declare_rule! {
     /// ## What it does
     /// Reports a job without `name`, `schedule` or `expected_duration`, and a lock without
     /// `ttl`. (A missing lock,
     /// idempotency, retry, dead letter or runbook field has a rule of its own.)
+    ///
+    /// Also a Kubernetes CronJob without `spec.schedule` where it would be deployed: the
+    /// field is required, so the API server rejects the CronJob and nothing runs. Not for
+    /// a kustomize patch (a file a kustomization names under `patches`,
+    /// `patchesStrategicMerge` or `patchesJson6902`, or a CronJob with no container image:
+    /// a partial resource whose schedule comes from its base), and not in a test, fixture
+    /// or example folder (docs/deploy-units.md). `lint --list-files` says which it was.
     ///
     /// ## Why it matters
     /// Without a name a job cannot be found in the run ledger; without a schedule nothing
@@ -39,6 +49,29 @@ declare_rule! {
 }
 
 impl Rule for MissingField {
+    /// CronJobs without a schedule, once every file's deploy unit is known.
+    fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
+        for u in &cx.project.unscheduled {
+            if crate::lint::unscheduled_excuse(cx.project, u).is_some() {
+                continue;
+            }
+            out.emit(
+                Location {
+                    file: u.file,
+                    span: u.span,
+                },
+                None,
+                Some(u.label.clone()),
+                format!(
+                    "{} has no `spec.schedule`: the field is required, so the API server rejects this CronJob and it never runs",
+                    u.label
+                ),
+                "add `spec.schedule` with a cron expression; if this file patches a base CronJob, name it under the kustomization's `patches`".into(),
+                Vec::new(),
+            );
+        }
+    }
+
     fn check_job(&self, cx: &JobCx, out: &mut Emitter) {
         let job = cx.job;
         let missing = [

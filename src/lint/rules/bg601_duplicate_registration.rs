@@ -31,6 +31,19 @@ declare_rule! {
     /// known working directory. CronJobs in different namespaces (staging and production)
     /// are never duplicates of each other, also when both are tied to one manifest job.
     ///
+    /// Places are compared within one deploy unit, or across units the tree ties together
+    /// (docs/deploy-units.md). A folder with its own kustomization, Helm chart, PM2
+    /// ecosystem file, `package.json` or `.git` is a unit of its own, and so is every file
+    /// under a test, fixture or example folder (`tests/`, `testdata/`, `fixtures/`,
+    /// `examples/` …): a linter's eight test cases of one CronJob, two alternative
+    /// examples, or two repositories linted together are not one job registered twice.
+    /// Units are tied by a kustomization that includes both (`resources`, `bases`,
+    /// `components`, followed transitively: an overlay and its base), a Helm chart and its
+    /// subcharts, and a manifest whose jobs are registered in both (a CronJob in one unit
+    /// and a crontab line in another, each tied to a job of the same manifest). The message
+    /// names the tie when the places lie in several units. `lint --list-files` shows the
+    /// units when there are several.
+    ///
     /// One finding per duplicated job: it points at the first place in path order, labels
     /// every other place, and shows each place's command as its source writes it.
     ///
@@ -88,7 +101,9 @@ impl Rule for DuplicateRegistration {
             .iter()
             .filter(|g| g.duplicate && g.guarded.is_none())
         {
-            let Some((&first, rest)) = g.places.split_first() else {
+            // The places of the deploy set that runs the job most often.
+            let dup = &g.duplicated;
+            let Some((&first, rest)) = dup.split_first() else {
                 continue;
             };
             let (service, job) = group_subject(cx, g);
@@ -96,8 +111,7 @@ impl Rule for DuplicateRegistration {
                 Some(s) => format!("job `{s}/{job}`"),
                 None => format!("the command of {job}"),
             };
-            let mut places: Vec<String> = g
-                .places
+            let mut places: Vec<String> = dup
                 .iter()
                 .take(MAX_LISTED)
                 .map(|p| match cx.command_text(*p) {
@@ -105,11 +119,11 @@ impl Rule for DuplicateRegistration {
                     None => format!("{} at {}", cx.describe(*p), cx.where_(*p)),
                 })
                 .collect();
-            if g.places.len() > MAX_LISTED {
-                places.push(format!("and {} more", g.places.len() - MAX_LISTED));
+            if dup.len() > MAX_LISTED {
+                places.push(format!("and {} more", dup.len() - MAX_LISTED));
             }
             // Slots were compared in a zone no file states: say so (SPEC 3.6).
-            let assumed = g.places.iter().find_map(|p| match *p {
+            let assumed = dup.iter().find_map(|p| match *p {
                 Place::Reg(r) if cx.project.regs[r].zone_assumed => {
                     Some(cx.project.regs[r].zone_label())
                 }
@@ -123,8 +137,12 @@ impl Rule for DuplicateRegistration {
                 service,
                 Some(job),
                 format!(
-                    "{subject} is registered in {} places: {}{assumed}",
-                    g.places.len(),
+                    "{subject} is registered in {} places{}: {}{assumed}",
+                    dup.len(),
+                    g.tie
+                        .as_ref()
+                        .map(|t| format!(" of deploy units tied by {t}"))
+                        .unwrap_or_default(),
                     places.join("; ")
                 ),
                 Self::META.help.to_owned(),

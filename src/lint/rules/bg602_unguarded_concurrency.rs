@@ -55,16 +55,16 @@ declare_rule! {
 impl Rule for UnguardedConcurrency {
     fn check_project(&self, cx: &Analysis, out: &mut CrossEmitter) {
         for g in cx.groups.iter().filter(|g| g.instances > 1) {
-            let jobs: Vec<usize> = g
-                .places
+            // The places of the deploy set that fires it most (docs/deploy-units.md).
+            let places = &g.duplicated;
+            let jobs: Vec<usize> = places
                 .iter()
                 .filter_map(|p| match p {
                     Place::Job(j) => Some(*j),
                     Place::Reg(_) => None,
                 })
                 .collect();
-            let regs: Vec<usize> = g
-                .places
+            let regs: Vec<usize> = places
                 .iter()
                 .filter_map(|p| match p {
                     Place::Reg(r) => Some(*r),
@@ -103,7 +103,7 @@ impl Rule for UnguardedConcurrency {
             }
             let mut parts = Vec::new();
             let mut primary = None;
-            for p in &g.places {
+            for p in places {
                 match *p {
                     Place::Job(j) => {
                         let job = &cx.project.jobs[j];
@@ -135,7 +135,7 @@ impl Rule for UnguardedConcurrency {
                     }
                 }
             }
-            let Some(&first) = g.places.first() else {
+            let Some(&first) = places.first() else {
                 continue;
             };
             let at = primary.unwrap_or_else(|| cx.location(first));

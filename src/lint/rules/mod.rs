@@ -46,6 +46,7 @@ pub mod bg609_source_not_read;
 pub mod bg610_crontab_format;
 pub mod bg611_in_process_schedule_replicated;
 pub mod bg612_in_process_schedule_gated;
+pub mod bg613_pm2_cron_restart_loop;
 pub mod bg614_run_without_store;
 pub mod bg701_unknown_dependency;
 pub mod bg702_dependency_cycle;
@@ -105,6 +106,7 @@ static RULES: &[&dyn Rule] = &[
     &bg610_crontab_format::CrontabFormat,
     &bg611_in_process_schedule_replicated::InProcessScheduleReplicated,
     &bg612_in_process_schedule_gated::InProcessScheduleGated,
+    &bg613_pm2_cron_restart_loop::Pm2CronRestartLoop,
     &bg614_run_without_store::RunWithoutStore,
     &bg701_unknown_dependency::UnknownDependency,
     &bg702_dependency_cycle::DependencyCycle,

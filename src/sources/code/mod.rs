@@ -18,6 +18,7 @@
 //! | `runners.rs` | PM2 apps, `package.json`, Dockerfiles, Deployments -> [`Runner`]s |
 //! | `link.rs` | modules, imports and runners -> each call's instances and runner |
 
+pub mod lifetime;
 mod link;
 mod nest;
 mod parse;
