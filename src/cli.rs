@@ -105,9 +105,9 @@ pub struct SlotsArgs {
     /// A cron expression (instead of --manifest and --job).
     #[arg(long, allow_hyphen_values = true)]
     pub schedule: Option<String>,
-    /// Dialect of --schedule: crontab, kubernetes, node-cron, cron-npm, pm2 or croner (default crontab).
+    /// Dialect of --schedule: crontab, kubernetes, node-cron, cron-npm, pm2, croner or supercronic (default crontab).
     #[arg(long, requires = "schedule", value_parser = clap::builder::PossibleValuesParser::new(
-        ["crontab", "kubernetes", "node-cron", "cron-npm", "pm2", "croner"]))]
+        ["crontab", "kubernetes", "node-cron", "cron-npm", "pm2", "croner", "supercronic"]))]
     pub dialect: Option<String>,
     /// IANA time zone of --schedule (default UTC).
     #[arg(long, requires = "schedule")]

@@ -68,6 +68,49 @@ pub struct Sources {
     /// Globs of system-format crontabs (a user column between schedule and command).
     #[serde(default)]
     pub crontab_user_column: Vec<String>,
+    /// What runs crontabs whose runner no Dockerfile or compose file names: `cron`
+    /// (Debian cron, the default), `busybox` (busybox crond) or `supercronic` (with its
+    /// flags: `supercronic -overlapping`).
+    #[serde(default)]
+    pub crontab_runner: Option<String>,
+}
+
+/// The programs `[sources] crontab_runner` names (docs/crontab-runners.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunnerName {
+    /// Debian cron (also written `debian`, `vixie`, `cronie`).
+    Cron,
+    /// busybox crond (also `crond`).
+    Busybox,
+    Supercronic,
+}
+
+/// A `[sources] crontab_runner` value: the program, and supercronic's `-overlapping`
+/// (other supercronic flags are accepted and change nothing lint looks at).
+pub fn crontab_runner(value: &str) -> Result<(RunnerName, bool), String> {
+    let mut words = value.split_ascii_whitespace();
+    let Some(first) = words.next() else {
+        return Err("the value is empty".into());
+    };
+    let name = match first {
+        "cron" | "debian" | "vixie" | "cronie" => RunnerName::Cron,
+        "busybox" | "crond" => RunnerName::Busybox,
+        "supercronic" => RunnerName::Supercronic,
+        other => {
+            return Err(format!(
+                "`{other}` is not a crontab runner (expected cron, busybox or supercronic)"
+            ));
+        }
+    };
+    let mut overlapping = false;
+    for w in words {
+        match (name, w.trim_start_matches('-')) {
+            (RunnerName::Supercronic, "overlapping" | "overlapping=true") => overlapping = true,
+            (RunnerName::Supercronic, _) if w.starts_with('-') => {}
+            _ => return Err(format!("`{w}` is not a flag batchguard reads for {first}")),
+        }
+    }
+    Ok((name, overlapping))
 }
 
 /// Numbers the rules compare against.
@@ -308,6 +351,13 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
             return Err(bad(format!("files: bad glob `{glob}`: {e}"), glob));
         }
     }
+    if let Some(runner) = &src.crontab_runner
+        && let Err(e) = crontab_runner(runner)
+    {
+        let mut err = bad(format!("sources.crontab_runner: {e}"), runner);
+        err.help = Some("write `cron`, `busybox` or `supercronic` (`supercronic -overlapping` when it runs with that flag)".into());
+        return Err(err);
+    }
     if let Some(zone) = &src.crontab_timezone
         && jiff::tz::TimeZone::get(zone).is_err()
     {
@@ -325,4 +375,25 @@ pub fn load(path: &Path, known_rule: impl Fn(&str) -> bool) -> Result<Settings, 
         drill_cadence,
         tick_tolerance,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crontab_runner_values() {
+        assert_eq!(
+            crontab_runner("supercronic"),
+            Ok((RunnerName::Supercronic, false))
+        );
+        assert_eq!(
+            crontab_runner("supercronic -json -overlapping"),
+            Ok((RunnerName::Supercronic, true))
+        );
+        assert_eq!(crontab_runner("crond"), Ok((RunnerName::Busybox, false)));
+        assert!(crontab_runner("fcron").is_err());
+        assert!(crontab_runner("cron -x").is_err());
+        assert!(crontab_runner("  ").is_err());
+    }
 }

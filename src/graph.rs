@@ -301,6 +301,25 @@ fn mermaid(pic: &Picture) -> String {
 pub fn render(run: &LintRun, now: jiff::Timestamp, format: Format) -> String {
     let analysis = Analysis::new(&run.project, &run.files, now);
     let mut pic = picture(&analysis);
+    // Jobs that run at boot (`@reboot`): no schedule, nothing to compare, but listed where
+    // they are, with the file's runner.
+    for (i, (file, read)) in run.files.iter().zip(&run.read).enumerate() {
+        for (k, label) in read.boot.iter().enumerate() {
+            let mut lines = vec![format!("at boot, no schedule - {}", file.display)];
+            lines.extend(
+                read.notes
+                    .iter()
+                    .filter(|n| n.starts_with("run by "))
+                    .cloned(),
+            );
+            pic.groups.entry(String::new()).or_default().push(Node {
+                id: format!("b{i}_{k}"),
+                title: label.clone(),
+                lines,
+                duplicate: false,
+            });
+        }
+    }
     // Whatever a label quotes, no secret BG801 masked is drawn.
     let secrets = crate::text::Secrets::new(&run.files);
     for n in pic.groups.values_mut().flatten() {

@@ -235,6 +235,7 @@ pub fn annotations(r: &Resolved, from: Timestamp, to: Timestamp) -> Vec<Annotati
                 .map(|e| match e.action {
                     DstAction::Skipped => e.transition,
                     DstAction::RunsLate { at }
+                    | DstAction::RunsEarly { at }
                     | DstAction::RunsOnce { at }
                     | DstAction::AlsoRunsEarly { at } => at,
                     DstAction::RunsTwice { first, .. } => first,

@@ -2,11 +2,14 @@
 //! real repositories use (a Laravel host crontab, a Docker `cron.d` file, a busybox crontab,
 //! a Helm chart, a GitOps tree with per-environment namespaces, PM2 ecosystems with aliases
 //! and a web cluster restart, CronJobs with secret references and with literal secrets, and
-//! the payments incident spelled four ways, and the deploy-unit shapes of
-//! docs/deploy-units.md: linter test fixtures, alternative examples, a kustomize overlay
-//! with its base and patches, units tied by a manifest, CronJobs without a schedule). Each
-//! tree's pretty lint output is a snapshot, and every false alarm or miss lint once had on
-//! such trees is asserted by name here.
+//! the payments incident spelled four ways, the deploy-unit shapes of docs/deploy-units.md:
+//! linter test fixtures, alternative examples, a kustomize overlay with its base and
+//! patches, units tied by a manifest, CronJobs without a schedule; and crontabs run by
+//! supercronic from a Dockerfile, from a compose file with `-overlapping` or declared in
+//! `batchguard.toml`, a file copied into `/etc/cron.d` with a 6-field line and `@reboot`, a
+//! busybox crond image, a PM2 file started by `pm2-runtime` in a `package.json` script).
+//! Each tree's pretty lint output is a snapshot, and every false alarm or miss lint once had
+//! on such trees is asserted by name here.
 
 mod common;
 
@@ -252,6 +255,154 @@ fn findings_of<'v>(v: &'v Value, code: &str) -> Vec<&'v Value> {
         .flatten()
         .filter(|f| f["code"] == code)
         .collect()
+}
+
+fn list_files_snapshot(name: &str) -> String {
+    let dir = tree(name);
+    let out = output(&["lint", "--list-files", "--now", NOW, &dir]);
+    insta::assert_snapshot!(format!("corpus_{name}_files"), out);
+    out
+}
+
+#[test]
+fn supercronic_named_by_the_dockerfile_reads_seconds_and_years() {
+    let v = lint_json("supercronic");
+    // `*/30 * * * * * *` is seconds..year, `0 3 * * * 2019` five fields and a year (over),
+    // `0 4 * * *` five fields: three jobs, not a command starting with `*`.
+    assert_eq!(v["summary"]["registrations"], 3, "{v:#}");
+    assert_eq!(count(&v, "BG101"), 0, "{v:#}");
+    let never = findings_of(&v, "BG102");
+    assert_eq!(never.len(), 1, "{v:#}");
+    assert!(
+        never[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("0 3 * * * 2019") && m.contains("supercronic")),
+        "{v:#}"
+    );
+    // supercronic waits for a run before the next one, and reads a last line without
+    // newline: no BG607, no BG610.
+    assert_eq!(count(&v, "BG607"), 0, "{v:#}");
+    assert_eq!(count(&v, "BG610"), 0, "{v:#}");
+    assert_eq!(count(&v, "BG601"), 0, "{v:#}");
+    let files = list_files_snapshot("supercronic");
+    assert!(files.contains("run by supercronic: "), "{files}");
+    let graph = output(&[
+        "graph",
+        "--format",
+        "mermaid",
+        "--now",
+        NOW,
+        &tree("supercronic"),
+    ]);
+    assert!(graph.contains("(supercronic, Europe/Berlin)"), "{graph}");
+    snapshot("supercronic");
+}
+
+#[test]
+fn supercronic_overlapping_in_compose_keeps_bg607() {
+    let v = lint_json("supercronic-compose");
+    // `./ops/schedule` is mounted where `supercronic -overlapping` reads it.
+    assert_eq!(v["summary"]["sources"]["crontab"], 1, "{v:#}");
+    assert_eq!(v["summary"]["registrations"], 2, "{v:#}");
+    let unguarded = findings_of(&v, "BG607");
+    assert_eq!(unguarded.len(), 2, "{v:#}");
+    assert!(
+        unguarded[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("supercronic -overlapping")),
+        "{v:#}"
+    );
+    list_files_snapshot("supercronic-compose");
+    snapshot("supercronic-compose");
+}
+
+#[test]
+fn a_file_copied_into_cron_d_has_a_user_column_and_six_fields_are_bg101() {
+    let v = lint_json("debian-cron-d");
+    // `docker/scheduler` is no crontab by its name: the Dockerfile copies it into cron.d.
+    assert_eq!(v["summary"]["sources"]["crontab"], 1, "{v:#}");
+    // The `* * * * *` line only: `@reboot` runs at boot, the 6-field line never runs.
+    assert_eq!(v["summary"]["registrations"], 1, "{v:#}");
+    let bad = findings_of(&v, "BG101");
+    assert_eq!(bad.len(), 1, "{v:#}");
+    let m = bad[0]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains("6 schedule fields") && m.contains("Debian cron") && m.contains("supercronic"),
+        "{m}"
+    );
+    assert_eq!(bad[0]["line"], 6, "{v:#}");
+    // The user is not the command: the one BG607 names php, not www-data.
+    let unguarded = findings_of(&v, "BG607");
+    assert_eq!(unguarded.len(), 1, "{v:#}");
+    assert!(
+        unguarded[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`php /var/www/artisan schedule:run`")),
+        "{v:#}"
+    );
+    let files = list_files_snapshot("debian-cron-d");
+    assert!(files.contains("copied to /etc/cron.d/scheduler"), "{files}");
+    assert!(files.contains("`@reboot`"), "{files}");
+    let graph = output(&["graph", "--now", NOW, &tree("debian-cron-d")]);
+    assert!(graph.contains("crontab line 3 (@reboot)"), "{graph}");
+    snapshot("debian-cron-d");
+}
+
+#[test]
+fn a_file_copied_into_busybox_crontabs_is_a_user_crontab_run_by_crond() {
+    let v = lint_json("alpine-crond");
+    assert_eq!(v["summary"]["registrations"], 1, "{v:#}");
+    assert_eq!(count(&v, "BG609"), 0, "{v:#}");
+    // crond does not start a line whose last run is still going; it reads a last line
+    // without newline.
+    assert_eq!(count(&v, "BG607"), 0, "{v:#}");
+    assert_eq!(count(&v, "BG610"), 0, "{v:#}");
+    let files = list_files_snapshot("alpine-crond");
+    assert!(files.contains("run by busybox crond"), "{files}");
+    snapshot("alpine-crond");
+}
+
+#[test]
+fn a_pm2_file_started_by_pm2_runtime_is_read_whatever_its_name() {
+    let v = lint_json("pm2-runtime");
+    assert_eq!(v["summary"]["sources"]["pm2"], 1, "{v:#}");
+    assert_eq!(v["summary"]["registrations"], 1, "{v:#}");
+    let files = list_files_snapshot("pm2-runtime");
+    assert!(
+        files.contains("started by `pm2-runtime start deploy/pm2-prod.json"),
+        "{files}"
+    );
+    snapshot("pm2-runtime");
+}
+
+#[test]
+fn a_crontab_named_alone_keeps_the_runner_of_the_dockerfile_beside_it() {
+    // As a pre-commit step names one changed file.
+    let file = format!("{}/crontab", tree("supercronic"));
+    let out = output(&["lint", "--format", "json", "--now", NOW, &file]);
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["summary"]["registrations"], 3, "{v:#}");
+    assert_eq!(count(&v, "BG610"), 0, "{v:#}");
+    assert_eq!(count(&v, "BG102"), 1, "{v:#}");
+}
+
+#[test]
+fn a_declared_runner_applies_where_no_deploy_file_names_one() {
+    let v = lint_json("declared-runner");
+    // `0 */5 * * * * *` is every 5 minutes (seconds..year); `@reboot` is no supercronic
+    // schedule (cronexpr refuses it and supercronic then refuses the whole file).
+    assert_eq!(v["summary"]["registrations"], 2, "{v:#}");
+    let bad = findings_of(&v, "BG101");
+    assert_eq!(bad.len(), 1, "{v:#}");
+    assert!(
+        bad[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("@reboot")),
+        "{v:#}"
+    );
+    assert_eq!(count(&v, "BG607"), 0, "{v:#}");
+    list_files_snapshot("declared-runner");
+    snapshot("declared-runner");
 }
 
 #[test]

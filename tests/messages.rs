@@ -165,6 +165,14 @@ message!(
     ]
 );
 message!(
+    lint_config_unknown_crontab_runner,
+    ["lint", "m.batchguard.yaml"],
+    &[
+        ("m.batchguard.yaml", GOOD),
+        ("batchguard.toml", "[sources]\ncrontab_runner = \"fcron\"\n")
+    ]
+);
+message!(
     lint_config_bad_glob,
     ["lint", "m.batchguard.yaml"],
     &[

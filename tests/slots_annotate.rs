@@ -111,6 +111,7 @@ fn stripping_the_comment_lines_gives_the_plain_output() {
         "cron-npm",
         "pm2",
         "croner",
+        "supercronic",
     ] {
         for sched in ["30 2 * * *", "30 1 * * *", "*/20 1-2 * * *"] {
             for (from, to) in [SPRING, FALL] {

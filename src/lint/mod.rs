@@ -105,6 +105,7 @@ pub fn rule_of(issue: Issue) -> &'static RuleMeta {
         Issue::InputLimit => &bg006_input_limit::InputLimit::META,
         Issue::SourceNotRead => &bg609_source_not_read::SourceNotRead::META,
         Issue::CrontabFormat => &bg610_crontab_format::CrontabFormat::META,
+        Issue::InvalidCron => &bg101_invalid_cron::InvalidCron::META,
     }
 }
 
@@ -171,6 +172,8 @@ pub struct FileRead {
     pub registrations: usize,
     /// What it holds that registers nothing (a PM2 restart schedule).
     pub notes: Vec<String>,
+    /// Jobs it starts at boot (`@reboot` crontab lines): listed, never a schedule.
+    pub boot: Vec<String>,
 }
 
 /// A deploy unit as `lint --list-files` shows it (docs/deploy-units.md).
@@ -360,6 +363,7 @@ fn named_not_text(path: &Path, why: &str) -> FileLint {
         facts: Vec::new(),
         regs: Vec::new(),
         notes: Vec::new(),
+        boot: Vec::new(),
         code: CodeFacts::default(),
         unscheduled: Vec::new(),
     }
@@ -506,6 +510,8 @@ struct Globs {
     kinds: Vec<(crate::sources::SourceKind, globset::GlobSet)>,
     user_column: Option<globset::GlobSet>,
     crontab_timezone: Option<String>,
+    /// `[sources] crontab_runner`: the runner of crontabs no deploy file names.
+    crontab_runner: Option<crate::sources::runner::CrontabRunner>,
 }
 
 impl Globs {
@@ -548,17 +554,44 @@ impl Globs {
             kinds,
             user_column: build(&src.crontab_user_column),
             crontab_timezone: src.crontab_timezone.clone(),
+            crontab_runner: src
+                .crontab_runner
+                .as_deref()
+                .and_then(|r| crate::config::crontab_runner(r).ok())
+                .map(|(name, overlapping)| {
+                    use crate::config::RunnerName;
+                    use crate::sources::runner::{CrontabRunner, RunnerKind};
+                    CrontabRunner {
+                        kind: match name {
+                            RunnerName::Cron => RunnerKind::Cron,
+                            RunnerName::Busybox => RunnerKind::Busybox,
+                            RunnerName::Supercronic => RunnerKind::Supercronic,
+                        },
+                        overlapping,
+                        from: "[sources] crontab_runner".into(),
+                    }
+                }),
         }
     }
 
-    /// What `[sources]` tells the readers about `p` (SPEC 3.6).
-    fn read_options(&self, p: &Path) -> crate::sources::ReadOptions {
+    /// What `[sources]` and the deploy files (`role`) tell the readers about `p` (SPEC
+    /// 3.6): a runner a Dockerfile or compose file names wins over `crontab_runner`.
+    fn read_options(
+        &self,
+        p: &Path,
+        role: Option<&crate::sources::runner::Role>,
+    ) -> crate::sources::ReadOptions {
         crate::sources::ReadOptions {
             crontab_timezone: self.crontab_timezone.clone(),
-            crontab_user_column: self
-                .user_column
-                .as_ref()
-                .is_some_and(|set| set.is_match(self.rel(p))),
+            crontab_user_column: role.is_some_and(|r| r.user_column)
+                || self
+                    .user_column
+                    .as_ref()
+                    .is_some_and(|set| set.is_match(self.rel(p))),
+            crontab_no_user_column: role.is_some_and(|r| r.no_user_column),
+            crontab_runner: role
+                .and_then(|r| r.runner.clone())
+                .or_else(|| self.crontab_runner.clone()),
         }
     }
 
@@ -781,13 +814,14 @@ pub fn read_project(opts: &LintOptions, walk: WalkOptions) -> LintRun {
 fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
     let mut unreadable = Vec::new();
     let globs = std::sync::Arc::new(Globs::new(&opts.settings));
-    let found = discover(opts, walk, &globs, &mut unreadable);
+    let mut found = discover(opts, walk, &globs, &mut unreadable);
+    let context = deploy_context(&mut found, &globs);
     let results: Vec<_> = found
         .candidates
         .par_iter()
         .map(|c| match std::fs::read(&c.path) {
             Err(e) => Err((c.path.clone(), crate::text::io_reason(&e))),
-            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs, checks)),
+            Ok(bytes) => Ok(lint_candidate(c, &bytes, opts, &globs, &context, checks)),
         })
         .collect();
     let mut run = LintRun {
@@ -830,6 +864,7 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                     regs,
                     unscheduled,
                     notes,
+                    boot,
                     code: facts_of_code,
                 },
             ))) => {
@@ -860,6 +895,7 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
                     jobs,
                     registrations: regs.len(),
                     notes,
+                    boot,
                 });
                 run.project.jobs.extend(facts.into_iter().map(|mut j| {
                     j.file = idx;
@@ -901,6 +937,106 @@ fn read(opts: &LintOptions, walk: WalkOptions, checks: Checks) -> LintRun {
     }));
     run.registrations = run.project.regs.len();
     run
+}
+
+/// What the tree's Dockerfiles, compose files and `package.json` scripts say about its
+/// other files (SPEC 3.6, `sources::runner`): what runs each crontab, which files they
+/// install as crontabs or start as PM2 ecosystem files. A file they install that the walk
+/// did not pick by its name becomes a candidate too, when it lies under a walked folder.
+fn deploy_context(found: &mut Found, globs: &Globs) -> crate::sources::runner::Context {
+    use crate::sources::code::runners::normalize;
+    let mut ctx = crate::sources::runner::Context::default();
+    let is_deploy = |p: &Path| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name == "package.json"
+            || is_dockerfile(name)
+            || crate::sources::runner::is_compose_name(name)
+    };
+    let mut deploy: Vec<PathBuf> = found
+        .candidates
+        .iter()
+        .filter(|c| is_deploy(&c.path))
+        .map(|c| c.path.clone())
+        .collect();
+    // A file named alone on the command line (a pre-commit step) keeps its runner: the
+    // deploy files in its folder and the two above it are read too.
+    for c in found.candidates.iter().filter(|c| c.explicit) {
+        for dir in c.path.ancestors().skip(1).take(3) {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut near: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && is_deploy(p))
+                .collect();
+            near.sort();
+            deploy.extend(near);
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for p in deploy {
+        if seen.insert(normalize(&p))
+            && let Some(text) = crate::sources::runner::read_small(&p)
+        {
+            ctx.scan(&p, &text);
+        }
+    }
+    let known: std::collections::HashSet<PathBuf> = found
+        .candidates
+        .iter()
+        .map(|c| normalize(&c.path))
+        .collect();
+    // Folders the walk entered, with the unit bounds of the walk that entered them.
+    let roots: Vec<(PathBuf, &Candidate)> = found
+        .candidates
+        .iter()
+        .filter(|c| !c.explicit)
+        .filter_map(|c| c.path.parent().map(|p| (normalize(p), c)))
+        .collect();
+    let mut added = Vec::new();
+    for (path, role) in &ctx.roles {
+        if role.kind.is_none() || known.contains(path) || !path.is_file() {
+            continue;
+        }
+        // Only files under a folder the walk entered (the tree being linted).
+        let Some((_, walked)) = roots.iter().find(|(r, _)| path.starts_with(r)) else {
+            continue;
+        };
+        let shown = std::env::current_dir()
+            .ok()
+            .and_then(|cwd| {
+                path.strip_prefix(normalize(&cwd))
+                    .ok()
+                    .map(Path::to_path_buf)
+            })
+            .unwrap_or_else(|| path.clone());
+        if globs.wanted(&shown) {
+            added.push(Candidate {
+                path: shown,
+                explicit: false,
+                bound: walked.bound.clone(),
+                given: walked.given.clone(),
+            });
+        }
+    }
+    if !added.is_empty() {
+        found.candidates.extend(added);
+        // Files named on the command line first, as given; the walked ones in path order.
+        let (mut named, mut walked): (Vec<Candidate>, Vec<Candidate>) =
+            std::mem::take(&mut found.candidates)
+                .into_iter()
+                .partition(|c| c.explicit);
+        walked.sort_by(|a, b| a.path.cmp(&b.path));
+        named.extend(walked);
+        found.candidates = named;
+    }
+    ctx
 }
 
 /// Why a CronJob without a schedule is not reported (BG003 reports the others): it is a
@@ -952,6 +1088,8 @@ pub struct FileLint {
     pub unscheduled: Vec<crate::sources::Unscheduled>,
     /// What the file holds that registers nothing (see [`FileRead::notes`]).
     pub notes: Vec<String>,
+    /// Jobs it starts at boot (see [`FileRead::boot`]).
+    pub boot: Vec<String>,
     /// A code file's relative imports; what a file starts (SPEC 3.7, linked after reading).
     pub code: CodeFacts,
 }
@@ -988,16 +1126,24 @@ fn lint_candidate(
     bytes: &[u8],
     opts: &LintOptions,
     globs: &Globs,
+    context: &crate::sources::runner::Context,
     checks: Checks,
 ) -> Result<(FileKind, FileLint), Skipped> {
+    let role = context.role(&c.path);
     let source = |kind| {
-        let read_options = globs.read_options(&c.path);
-        Ok((
-            FileKind::Source(kind),
-            registrations::lint_source(kind, &c.path, bytes, opts, &read_options, checks),
-        ))
+        let read_options = globs.read_options(&c.path, role);
+        let mut linted =
+            registrations::lint_source(kind, &c.path, bytes, opts, &read_options, checks);
+        if let Some(r) = role {
+            linted.notes.splice(0..0, r.because.iter().cloned());
+        }
+        Ok((FileKind::Source(kind), linted))
     };
     if let Some(kind) = globs.kind(&c.path) {
+        return source(kind);
+    }
+    // Installed as a crontab or started as a PM2 file by the tree's deploy files.
+    if let Some(kind) = role.and_then(|r| r.kind) {
         return source(kind);
     }
     if is_manifest_name(&c.path) {
@@ -1048,6 +1194,13 @@ fn lint_candidate(
     } else {
         why_not_read(&c.path, bytes)
     };
+    let installs = context.installed_by(&display_path(&c.path));
+    if !installs.is_empty() {
+        reason.push_str(&format!(
+            "; read for the sources it runs or installs: {}",
+            installs.join(", ")
+        ));
+    }
     if !facts.runners.is_empty() || !facts.hpas.is_empty() {
         let starts: Vec<String> = facts.runners.iter().map(|r| r.label.clone()).collect();
         reason.push_str(&format!(
@@ -1171,6 +1324,7 @@ fn read_manifest(path: &Path, bytes: &[u8], opts: &LintOptions, checks: Checks) 
         regs: Vec::new(),
         unscheduled: Vec::new(),
         notes: Vec::new(),
+        boot: Vec::new(),
         code: CodeFacts::default(),
     }
 }
@@ -1392,6 +1546,7 @@ mod tests {
             (Issue::InputLimit, "BG006"),
             (Issue::SourceNotRead, "BG609"),
             (Issue::CrontabFormat, "BG610"),
+            (Issue::InvalidCron, "BG101"),
         ] {
             assert_eq!(rule_of(issue).code, code);
             assert!(crate::REGISTRY.find(code).is_some(), "{code}");

@@ -102,6 +102,7 @@ pub fn lint_source(
         regs: read.registrations,
         unscheduled: read.unscheduled,
         notes: read.notes,
+        boot: read.boot,
         code: super::CodeFacts {
             imports: read.imports,
             runners: read.runners,

@@ -21,4 +21,7 @@ pub enum Issue {
     SourceNotRead,
     /// A crontab line that is not a crontab entry (BG610).
     CrontabFormat,
+    /// A crontab line whose schedule its runner cannot read: 6 or 7 fields under cron
+    /// (BG101).
+    InvalidCron,
 }

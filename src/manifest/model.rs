@@ -182,17 +182,18 @@ word_enum! {
 /// [`Dialect`], read from its word, so the manifest and the engine share one enum.
 impl FromNode for Dialect {
     fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
-        const WORDS: [&str; 6] = [
+        const WORDS: [&str; 7] = [
             Dialect::ALL[0].as_str(),
             Dialect::ALL[1].as_str(),
             Dialect::ALL[2].as_str(),
             Dialect::ALL[3].as_str(),
             Dialect::ALL[4].as_str(),
             Dialect::ALL[5].as_str(),
+            Dialect::ALL[6].as_str(),
         ];
         let s = cx.expect_str(
             node,
-            "one of: crontab kubernetes node-cron cron-npm pm2 croner ",
+            "one of: crontab kubernetes node-cron cron-npm pm2 croner supercronic ",
         )?;
         match Dialect::from_word(s) {
             Some(v) => Some(v),

@@ -60,6 +60,20 @@ pub fn describe(group: &[DstEffect], tz: &TimeZone, dialect: Dialect) -> String 
                 format!("{dialect} runs {it} late, just after the change")
             }
         }
+        DstAction::RunsEarly { at } => {
+            let when_text = if group
+                .iter()
+                .all(|e| e.action == DstAction::RunsEarly { at })
+            {
+                format!(", at {}", when(at))
+            } else {
+                ", each shifted back by the gap".to_owned()
+            };
+            format!(
+                "{dialect} runs {it} early, before the change{when_text}, then waits out the gap \
+                 (a slot at the very end of the gap does not run)"
+            )
+        }
         DstAction::RunsTwice { first, second } if !many => format!(
             "{dialect} runs it twice, at {} and {}",
             when(first),

@@ -246,6 +246,8 @@ impl<'a> Engine<'a> {
             self.cron_npm_day(date, out);
         } else if self.dialect == Dialect::Pm2 {
             self.pm2_day(date, day_local, out);
+        } else if self.dialect == Dialect::Supercronic {
+            self.supercronic_day(day_local, out);
         } else {
             for &sod in self.sods {
                 self.resolve(wall(date, sod), day_local + i64::from(sod), out);
@@ -320,6 +322,45 @@ impl<'a> Engine<'a> {
                 continue;
             }
             self.resolve(dt, local, out);
+        }
+    }
+
+    /// supercronic near a transition, as its loop runs (`cron/cron.go` `startFunc`):
+    /// `nextRun = expression.Next(nextRun)`, where cronexpr's `Next` finds the first
+    /// matching wall-clock time strictly after `nextRun`'s own wall clock and builds it with
+    /// Go's `time.Date` ([`go_instant`]). A gap time moves by the gap (west of UTC before the
+    /// change, east of UTC after it); a repeated time takes one instant. A result that is not
+    /// in the future makes the loop set `nextRun = now` and ask again, spinning until `Next`
+    /// returns a future time. So after a gap time resolved to before the change, the loop
+    /// spins until the change, and everything up to and including the change is lost; and
+    /// the chain goes on from the wall clock of each run, so the other pass of a repeated
+    /// hour never comes.
+    fn supercronic_day(&self, day_local: i64, out: &mut Vec<i64>) {
+        let tz = self.tz;
+        let end = day_local + DAY;
+        // The loop enters the day from just before its midnight.
+        let mut from_wall = day_local - 1;
+        let mut now = go_instant(tz, day_local) - 1;
+        let budget = self.sods.len() + 2 * DAY as usize;
+        for _ in 0..budget {
+            let i = self
+                .sods
+                .partition_point(|&s| day_local + i64::from(s) <= from_wall);
+            let Some(&sod) = self.sods.get(i) else { break };
+            let wall = day_local + i64::from(sod);
+            if wall >= end {
+                break;
+            }
+            let at = go_instant(tz, wall);
+            if at > now {
+                out.push(at);
+                now = at;
+                from_wall = at + offset_at(tz, at);
+            } else {
+                // "job took too long": `nextRun = now`, one second later.
+                now += 1;
+                from_wall = now + offset_at(tz, now);
+            }
         }
     }
 
@@ -433,6 +474,17 @@ impl<'a> Engine<'a> {
         }
         None
     }
+}
+
+/// Go's `time.Date` for local seconds `local` (as if UTC): the offset in force at that
+/// instant taken as a guess, kept when the result still lies in the guess's period, else
+/// the offset at the result (`time.go`, `Date`). So a gap time moves by the gap, towards
+/// the offset of the guess, and a repeated time takes the offset of the guess.
+pub(crate) fn go_instant(tz: &TimeZone, local: i64) -> i64 {
+    let guess = offset_at(tz, local);
+    let utc = local - guess;
+    let at_utc = offset_at(tz, utc);
+    if at_utc == guess { utc } else { local - at_utc }
 }
 
 fn secs_of_day(d: DateTime) -> i64 {

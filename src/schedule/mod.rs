@@ -23,6 +23,7 @@ mod eval;
 mod gap;
 mod parse;
 mod pm2;
+mod supercronic;
 
 use eval::Engine;
 use jiff::civil::DateTime;
@@ -48,17 +49,20 @@ pub enum Dialect {
     Pm2,
     /// croner 11 (JS).
     Croner,
+    /// supercronic's in-tree cronexpr (gorhill/cronexpr): 5, 6 (year last) or 7 fields.
+    Supercronic,
 }
 
 impl Dialect {
     /// Every dialect, in SPEC 4 order.
-    pub const ALL: [Dialect; 6] = [
+    pub const ALL: [Dialect; 7] = [
         Dialect::Crontab,
         Dialect::Kubernetes,
         Dialect::NodeCron,
         Dialect::CronNpm,
         Dialect::Pm2,
         Dialect::Croner,
+        Dialect::Supercronic,
     ];
 
     /// The dialect a word names (`node-cron`), as manifests and registrations write it.
@@ -75,6 +79,7 @@ impl Dialect {
             Dialect::CronNpm => "cron-npm",
             Dialect::Pm2 => "pm2",
             Dialect::Croner => "croner",
+            Dialect::Supercronic => "supercronic",
         }
     }
 }
@@ -164,6 +169,9 @@ pub enum DstAction {
     Skipped,
     /// The slot runs late, at the first instant after the gap.
     RunsLate { at: Timestamp },
+    /// supercronic west of UTC: the slot runs before the gap, shifted back by its length
+    /// (Go's `time.Date` resolves the missing time with the earlier offset).
+    RunsEarly { at: Timestamp },
     /// The slot runs in both passes of the repeated hour.
     RunsTwice { first: Timestamp, second: Timestamp },
     /// The slot runs once in the repeated hour, at `at`.
@@ -404,6 +412,29 @@ impl Schedule {
                         } else {
                             continue;
                         }
+                    } else if kind == DstKind::Gap && self.dialect == Dialect::Supercronic {
+                        let at = eval::go_instant(tz, local);
+                        let w = tz.to_datetime(ts_or(at, transition));
+                        let own = is_candidate(
+                            w.date(),
+                            eval::local_day_secs(w.date()) + {
+                                i64::from(w.hour()) * 3600
+                                    + i64::from(w.minute()) * 60
+                                    + i64::from(w.second())
+                            },
+                        );
+                        if !has(at) || (at < t && own) {
+                            // Not run, or run only as the earlier slot it lands on.
+                            DstAction::Skipped
+                        } else if at < t {
+                            DstAction::RunsEarly {
+                                at: ts_or(at, transition),
+                            }
+                        } else {
+                            DstAction::RunsLate {
+                                at: ts_or(at, transition),
+                            }
+                        }
                     } else if kind == DstKind::Gap {
                         let late = match self.dialect {
                             Dialect::Crontab | Dialect::Croner => self.spec.fixed,
@@ -449,9 +480,25 @@ impl Schedule {
                         (DstKind::Repeat, DstAction::RunsTwice { .. }) => true,
                         _ => false,
                     };
+                    // supercronic spins through a gap it resolved backwards and loses a slot
+                    // at the change itself: the cadence breaks although the gap's own slots
+                    // look skipped as usual.
+                    let loses_change = self.dialect == Dialect::Supercronic
+                        && kind == DstKind::Gap
+                        && !has(t)
+                        && {
+                            let w = tz.to_datetime(transition);
+                            is_candidate(
+                                w.date(),
+                                eval::local_day_secs(w.date())
+                                    + i64::from(w.hour()) * 3600
+                                    + i64::from(w.minute()) * 60
+                                    + i64::from(w.second()),
+                            )
+                        };
                     let ordinary = match (kind, action) {
                         (DstKind::Repeat, DstAction::RunsOnce { .. }) => !periodic,
-                        _ => periodic && follows,
+                        _ => periodic && follows && !loses_change,
                     };
                     out.push(DstEffect {
                         transition,

@@ -187,6 +187,9 @@ pub(crate) fn parse(expr: &str, d: Dialect) -> Result<Spec, CronError> {
     if d == Dialect::Pm2 {
         return super::pm2::parse(expr);
     }
+    if d == Dialect::Supercronic {
+        return super::supercronic::parse(expr);
+    }
     let trimmed = expr.trim();
     if trimmed.starts_with('@') {
         let name = trimmed.split_ascii_whitespace().next().unwrap_or(trimmed);
@@ -318,7 +321,7 @@ fn parse_fields(expr: &str, d: Dialect, from_macro: bool) -> Result<Spec, CronEr
     let allowed: &[usize] = match d {
         Dialect::Crontab | Dialect::Kubernetes => &[5],
         Dialect::NodeCron | Dialect::CronNpm | Dialect::Pm2 => &[5, 6],
-        Dialect::Croner => &[5, 6, 7],
+        Dialect::Croner | Dialect::Supercronic => &[5, 6, 7],
     };
     if !allowed.contains(&n) {
         let counts: Vec<String> = allowed.iter().map(usize::to_string).collect();
@@ -401,6 +404,8 @@ fn parse_fields(expr: &str, d: Dialect, from_macro: bool) -> Result<Spec, CronEr
         Dialect::CronNpm => dom_bits.count_ones() == 31 || dow_bits.count_ones() == 7,
         // croner: AND with `+`, or when either field is literally `*`/`?`.
         Dialect::Croner => plus || is_star(dom_t) || is_star(dow_text),
+        // Read by `supercronic::parse`; never reached.
+        Dialect::Supercronic => dom.star || dow.star,
     };
 
     // cronsim (crontab) and node-cron refuse a day that no chosen month has.

@@ -43,8 +43,10 @@
 //!   either, so it registers nothing. In comments and env values such bytes are fine:
 //!   cron ignores comments and passes env values as bytes.
 
+use super::runner::RunnerKind;
 use super::{Problem, Read, ReadOptions, Registration, SourceKind, Span};
 use crate::manifest::Issue;
+use crate::schedule::{Dialect, Schedule};
 use crate::text::Spanned;
 use std::path::Path;
 
@@ -89,6 +91,16 @@ fn skipped_name(name: &str) -> bool {
 /// Whether the file has a user column, by where it lives, what `[sources]` says, and what
 /// its lines say (module docs).
 fn user_column(path: &Path, lines: &[Line], opts: &ReadOptions) -> bool {
+    // supercronic has no user column (`crontab/crontab.go` `parseJobLine`: schedule, then
+    // command); neither has busybox crond (`load_crontab`: five fields and the command).
+    if opts.crontab_no_user_column
+        || opts
+            .crontab_runner
+            .as_ref()
+            .is_some_and(|r| r.kind != RunnerKind::Cron)
+    {
+        return false;
+    }
     if opts.crontab_user_column || parent_is(path, "cron.d") {
         return true;
     }
@@ -394,6 +406,98 @@ fn lines(text: &str) -> Vec<Line<'_>> {
     out
 }
 
+/// The schedule fields supercronic takes from a job line (`crontab/crontab.go`
+/// `parseJobLine`): it tries 7, 6, 5 and 1 fields, each only when a command follows, and
+/// keeps the first count cronexpr parses. `None` when no count parses (supercronic then
+/// refuses the whole crontab).
+fn supercronic_fields(body: &str) -> Option<usize> {
+    let words: Vec<&str> = body.split_ascii_whitespace().collect();
+    [7, 6, 5, 1].into_iter().find(|&n| {
+        words.len() > n && Schedule::parse(&words[..n].join(" "), Dialect::Supercronic).is_ok()
+    })
+}
+
+/// A word that reads as a cron field rather than a program: digits and `* ? / , - L W #`,
+/// or day and month names.
+fn cron_like(w: &str) -> bool {
+    const NAMES: [&str; 19] = [
+        "SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", "JAN", "FEB", "MAR", "APR", "MAY", "JUN",
+        "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+    ];
+    let upper = w.to_ascii_uppercase();
+    let symbolic = upper
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b"*?/,-LW#".contains(&b))
+        && upper
+            .bytes()
+            .any(|b| b.is_ascii_digit() || b == b'*' || b == b'?');
+    let named = upper.split([',', '-']).all(|p| NAMES.contains(&p));
+    symbolic || named
+}
+
+/// A job line with 6 or 7 schedule fields under cron or crond, which read 5: the sixth
+/// word would be run as the command. BG101, with the runner that would accept the line.
+fn extra_fields(
+    body: &str,
+    start: usize,
+    n: usize,
+    user_column: bool,
+    opts: &ReadOptions,
+) -> Option<Problem> {
+    let words: Vec<(usize, &str)> = body
+        .split_ascii_whitespace()
+        .map(|w| (w.as_ptr() as usize - body.as_ptr() as usize, w))
+        .collect();
+    let extra = words
+        .iter()
+        .skip(5)
+        .take(2)
+        .take_while(|(_, w)| cron_like(w))
+        .count();
+    if extra == 0 || words.len() <= 5 + extra {
+        return None;
+    }
+    let count = 5 + extra;
+    let (s0, _) = words.first()?;
+    let (sl, wl) = words.get(count - 1)?;
+    let sched = body.get(*s0..sl + wl.len())?;
+    let cmd_words: Vec<&str> = words.iter().skip(5).map(|(_, w)| *w).collect();
+    let misread = match cmd_words.split_first() {
+        Some((user, rest)) if user_column => {
+            format!(
+                "would take `{user}` for the user and run `{}`",
+                rest.join(" ")
+            )
+        }
+        _ => format!("would run `{}` as the command", cmd_words.join(" ")),
+    };
+    let runner = opts
+        .crontab_runner
+        .as_ref()
+        .map_or_else(|| "Debian cron (assumed)".to_owned(), |r| r.name());
+    let as_super = match Schedule::parse(sched, Dialect::Supercronic) {
+        Ok(_) if count == 6 => {
+            "supercronic would read it as five fields and a year (cronexpr puts a 0 second \
+             first), not as seconds"
+                .to_owned()
+        }
+        Ok(_) => "supercronic would read it as seconds, five fields and a year".to_owned(),
+        Err(e) => format!("supercronic would not accept it either ({e})"),
+    };
+    Some(Problem {
+        issue: Issue::InvalidCron,
+        span: Span::new(start + s0, sched.len()),
+        message: format!(
+            "crontab line {n} has {count} schedule fields (`{sched}`): {runner} reads 5 and \
+             {misread}, so the job as written never runs; {as_super}"
+        ),
+        help: "write the 5 fields cron reads; if supercronic runs this file, say so: its \
+               Dockerfile or compose file beside it, or `crontab_runner = \"supercronic\"` \
+               under [sources] in batchguard.toml"
+            .into(),
+    })
+}
+
 /// Line numbers after the first, for a message: `lines 4, 9 and 12`.
 fn more_lines(nums: &[usize]) -> String {
     const SHOWN: usize = 10;
@@ -438,17 +542,62 @@ pub fn read(path: &Path, text: &str, opts: &ReadOptions) -> Read {
 
 /// `invalid`: sorted offsets of the bytes of `text` that stand for bytes that were not UTF-8.
 fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> Read {
-    let lines = lines(text);
+    let supercronic = opts
+        .crontab_runner
+        .as_ref()
+        .is_some_and(|r| r.kind == RunnerKind::Supercronic);
+    let busybox = opts
+        .crontab_runner
+        .as_ref()
+        .is_some_and(|r| r.kind == RunnerKind::Busybox);
+    let mut lines = lines(text);
+    if supercronic {
+        for l in &mut lines {
+            if let Kind::Job { sched_fields } = &mut l.kind {
+                *sched_fields = supercronic_fields(l.body).unwrap_or(*sched_fields);
+            }
+        }
+    }
     let user_column = user_column(path, &lines, opts);
+    let dialect = opts
+        .crontab_runner
+        .as_ref()
+        .map_or(Dialect::Crontab, |r| r.dialect());
     let mut out = Read::default();
-    let mut tz: Option<Spanned<String>> = None;
+    if let Some(r) = &opts.crontab_runner {
+        out.notes.push(format!("run by {}: {}", r.name(), r.from));
+    }
+    // supercronic keeps one zone for the whole file: the last `CRON_TZ=` line's
+    // (`crontab/crontab.go` `ParseCrontab` sets `Context.Timezone` once, after the loop).
+    let file_tz: Option<Spanned<String>> = if supercronic {
+        lines
+            .iter()
+            .rev()
+            .filter(|l| l.kind == Kind::Env)
+            .find_map(|l| {
+                let (name, value, voff) = env_assignment(l.body)?;
+                let vstart = l.start + voff;
+                let end = l.start + l.body.len();
+                // `time.LoadLocation("")` is UTC.
+                let value = if value.is_empty() { "UTC" } else { value };
+                (name == "CRON_TZ").then(|| Spanned {
+                    value: value.to_owned(),
+                    span: Span::new(vstart, end.saturating_sub(vstart)),
+                })
+            })
+    } else {
+        None
+    };
+    let mut tz: Option<Spanned<String>> = file_tz.clone();
     let mut store_env: Option<Spanned<String>> = None;
     let mut unreadable: Vec<(usize, Span, String)> = Vec::new();
     let mut not_utf8: Vec<(usize, usize, bool)> = Vec::new();
     let mut crlf: Vec<(usize, usize)> = Vec::new();
     for line in &lines {
         let end = line.start + line.body.len();
-        if line.crlf && matches!(line.kind, Kind::Env | Kind::Job { .. }) {
+        // supercronic reads lines with `bufio.ScanLines`, which drops a `\r` before the
+        // `\n`: CRLF files are read as meant.
+        if line.crlf && !supercronic && matches!(line.kind, Kind::Env | Kind::Job { .. }) {
             crlf.push((line.n, end));
         }
         let sched_fields = match line.kind {
@@ -464,7 +613,11 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
                     });
                     // Like CRON_TZ, an env line holds for the job lines after it.
                     if name == "CRON_TZ" {
-                        tz = set;
+                        // supercronic: one zone per file (above); busybox crond reads no
+                        // `CRON_TZ` (`load_crontab` knows `MAILTO=` and `SHELL=` only).
+                        if !supercronic && !busybox {
+                            tz = set;
+                        }
                     } else {
                         store_env = set;
                     }
@@ -501,7 +654,20 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
                 continue;
             }
         }
-        if f.first().is_some_and(|(_, w)| *w == "@reboot") {
+        if f.first().is_some_and(|(_, w)| *w == "@reboot") && !supercronic {
+            // Runs once at boot: listed, never a schedule (docs/crontab-runners.md).
+            out.notes.push(format!(
+                "line {}: `@reboot` runs its command at boot, not on a schedule (listed, not checked)",
+                line.n
+            ));
+            out.boot.push(format!("crontab line {} (@reboot)", line.n));
+            continue;
+        }
+        if !supercronic
+            && sched_fields == 5
+            && let Some(p) = extra_fields(body, line.start, line.n, user_column, opts)
+        {
+            out.problems.push(p);
             continue;
         }
         let sched_start = f.first().map_or(0, |(s, _)| *s);
@@ -524,7 +690,13 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
                 true,
             ),
         };
-        if !line.newline {
+        // supercronic and busybox crond read a last line without newline like any other.
+        if !line.newline
+            && !opts
+                .crontab_runner
+                .as_ref()
+                .is_some_and(|r| r.reads_last_line())
+        {
             out.problems.push(Problem {
                 issue: Issue::CrontabFormat,
                 span: Span::new(line.start, body.trim_end().len()),
@@ -545,7 +717,8 @@ fn read_with(path: &Path, text: &str, invalid: &[usize], opts: &ReadOptions) -> 
             }),
             timezone,
             zone_assumed,
-            dialect: SourceKind::Crontab.dialect(),
+            dialect,
+            crontab_runner: opts.crontab_runner.clone(),
             wrapped: super::is_wrapped(&command),
             command,
             command_span,
@@ -684,6 +857,118 @@ mod tests {
         assert_eq!(r.problems[0].issue, Issue::CrontabFormat);
         assert_eq!(r.problems[0].span, Span::new(2, 1));
         assert_eq!(&r.text[2..3], "?");
+    }
+
+    fn supercronic() -> ReadOptions {
+        ReadOptions {
+            crontab_runner: Some(crate::sources::runner::CrontabRunner {
+                kind: RunnerKind::Supercronic,
+                overlapping: false,
+                from: "test".into(),
+            }),
+            ..ReadOptions::default()
+        }
+    }
+
+    #[test]
+    fn supercronic_splits_7_then_6_then_5_fields_then_a_macro() {
+        let text = "*/5 * * * * * * /bin/a x\n0 3 * * * 2030 /bin/b\n0 4 * * * /bin/c 1 2 3\n@daily /bin/d\n";
+        let r = read(Path::new("crontab"), text, &supercronic());
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let got: Vec<(&str, Vec<String>)> = r
+            .registrations
+            .iter()
+            .map(|g| {
+                (
+                    g.schedule.as_ref().map_or("", |s| s.value.as_str()),
+                    g.command.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(got[0].0, "*/5 * * * * * *");
+        assert_eq!(got[1].0, "0 3 * * * 2030");
+        assert_eq!(
+            got[2],
+            (
+                "0 4 * * *",
+                vec!["/bin/c".into(), "1".into(), "2".into(), "3".into()]
+            )
+        );
+        assert_eq!(got[3].0, "@daily");
+        assert!(
+            r.registrations
+                .iter()
+                .all(|g| g.dialect == Dialect::Supercronic)
+        );
+    }
+
+    #[test]
+    fn supercronic_reads_crlf_and_a_last_line_and_keeps_the_last_cron_tz() {
+        let text =
+            "CRON_TZ=Asia/Seoul\r\n0 3 * * * /bin/a\r\nCRON_TZ=Europe/Paris\r\n0 4 * * * /bin/b";
+        let r = read(Path::new("crontab"), text, &supercronic());
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        // `ParseCrontab` sets one zone for the file: the last CRON_TZ.
+        assert!(r.registrations.iter().all(|g| g.zone() == "Europe/Paris"));
+        // The same file under cron: CRLF and the dropped last line are BG610.
+        let cron = read(Path::new("crontab"), text, &ReadOptions::default());
+        assert_eq!(cron.problems.len(), 2, "{:?}", cron.problems);
+        assert_eq!(cron.registrations[0].zone(), "Asia/Seoul");
+    }
+
+    #[test]
+    fn six_fields_under_cron_are_bg101_and_register_nothing() {
+        let r = read(
+            Path::new("crontab"),
+            "0 3 * * * 2019 /bin/backup\n*/30 * * * * * /bin/poll\n0 4 * * * /bin/ok\n",
+            &ReadOptions::default(),
+        );
+        assert_eq!(r.registrations.len(), 1);
+        assert_eq!(r.problems.len(), 2, "{:?}", r.problems);
+        assert!(r.problems.iter().all(|p| p.issue == Issue::InvalidCron));
+        assert!(
+            r.problems[0].message.contains("6 schedule fields"),
+            "{}",
+            r.problems[0].message
+        );
+        assert!(
+            r.problems[0].message.contains("`2019 /bin/backup`"),
+            "{}",
+            r.problems[0].message
+        );
+        // A command that only looks numeric after five fields is a command.
+        let ok = read(
+            Path::new("crontab"),
+            "0 3 * * * 2019\n",
+            &ReadOptions::default(),
+        );
+        assert!(ok.problems.is_empty(), "{:?}", ok.problems);
+    }
+
+    #[test]
+    fn reboot_is_listed_under_cron_and_invalid_under_supercronic() {
+        let text = "@reboot /bin/warm\n";
+        let cron = read(Path::new("crontab"), text, &ReadOptions::default());
+        assert!(cron.registrations.is_empty());
+        assert_eq!(cron.boot, ["crontab line 1 (@reboot)"]);
+        let sup = read(Path::new("crontab"), text, &supercronic());
+        assert_eq!(sup.registrations.len(), 1);
+        let s = sup.registrations[0]
+            .schedule
+            .as_ref()
+            .map(|s| s.value.as_str());
+        assert_eq!(s, Some("@reboot"));
+        assert!(Schedule::parse("@reboot", Dialect::Supercronic).is_err());
+    }
+
+    #[test]
+    fn supercronic_has_no_user_column() {
+        let r = read(
+            Path::new("etc/cron.d/app"),
+            "0 3 * * * root /bin/a\n",
+            &supercronic(),
+        );
+        assert_eq!(r.registrations[0].command[0], "root");
     }
 
     #[test]

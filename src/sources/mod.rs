@@ -13,6 +13,7 @@ pub mod command;
 pub mod crontab;
 pub mod kubernetes;
 pub mod pm2;
+pub mod runner;
 
 use crate::manifest::Issue;
 use crate::manifest::yaml::{Node, Value};
@@ -123,6 +124,9 @@ pub struct Registration {
     pub store_env: Option<Spanned<String>>,
     /// An in-process schedule's own facts (SPEC 3.7).
     pub code: Option<Box<code::CodeFields>>,
+    /// A crontab line: the program that runs its file, when known (Dockerfile, compose
+    /// file, `[sources] crontab_runner`); `None` is Debian cron, assumed.
+    pub crontab_runner: Option<runner::CrontabRunner>,
     /// A PM2 `cron_restart` on a one-shot that PM2 restarts on exit: it loops (BG613).
     pub restart_loop: Option<pm2::RestartLoop>,
 }
@@ -206,6 +210,9 @@ pub struct Read {
     pub runners: Vec<code::Runner>,
     /// HorizontalPodAutoscalers: target `Kind/name` and `minReplicas`.
     pub hpas: Vec<(String, u64)>,
+    /// Jobs that run at boot (`@reboot` crontab lines): listed (`--list-files`, graph),
+    /// never a schedule.
+    pub boot: Vec<String>,
     /// CronJobs without a schedule.
     pub unscheduled: Vec<Unscheduled>,
 }
@@ -240,9 +247,15 @@ pub fn classify(path: &Path, bytes: &[u8], explicit: bool) -> Option<SourceKind>
 pub struct ReadOptions {
     /// The zone of crontab lines without `CRON_TZ=` (`crontab_timezone`); UTC when unset.
     pub crontab_timezone: Option<String>,
-    /// The file is declared system-format (`crontab_user_column` globs): a user column
-    /// sits between the schedule and the command.
+    /// The file is declared system-format (`crontab_user_column` globs), or copied into
+    /// `/etc/cron.d` by a Dockerfile: a user column sits between the schedule and the
+    /// command.
     pub crontab_user_column: bool,
+    /// The file is installed as a busybox `crontabs/<user>` file: no user column.
+    pub crontab_no_user_column: bool,
+    /// What runs the crontab (a Dockerfile, compose file or `[sources] crontab_runner`);
+    /// `None`: Debian cron, assumed.
+    pub crontab_runner: Option<runner::CrontabRunner>,
 }
 
 /// Reads one source file. Never fails: every problem is a located [`Problem`].

@@ -15,6 +15,21 @@ declare_rule! {
     /// An expression that another dialect would accept (a seconds field, `L`, `W`, `#`)
     /// is BG106 instead, which names the dialects that take it.
     ///
+    /// **Crontab lines** are read in the dialect of the program that runs the file (the
+    /// Dockerfile or compose file that starts it, `[sources] crontab_runner`, else Debian
+    /// cron; docs/crontab-runners.md):
+    /// - Under Debian cron or busybox crond, a line with 6 or 7 schedule-like fields
+    ///   (`0 3 * * * 2019 /bin/backup`, `*/30 * * * * * /bin/poll`) is BG101 on its
+    ///   schedule: cron reads five fields (`load_entry` in Debian cron's `entry.c`) and
+    ///   would run the sixth word as the command, so the job as written never runs. The
+    ///   message says the field count and how supercronic would read the line.
+    /// - Under supercronic the line is split as supercronic splits it
+    ///   (`crontab/crontab.go` `parseJobLine`: 7, then 6, then 5 fields, then a macro,
+    ///   keeping the first that cronexpr parses) and read in dialect `supercronic`. A line
+    ///   no count parses (`@reboot`, which cronexpr has no macro for, included) is BG101;
+    ///   supercronic then refuses the whole crontab (`ParseCrontab` returns the error) and
+    ///   runs none of its jobs.
+    ///
     /// ## Why it matters
     /// The scheduler refuses an expression it cannot read, often only at deploy time and
     /// often quietly: a Kubernetes CronJob that fails to parse is never scheduled, a
@@ -88,6 +103,9 @@ pub(crate) fn fields_of(d: crate::schedule::Dialect) -> &'static str {
             "5 fields, or 6 with seconds first; no @macros (`0 0 * * *` for daily), L only as the whole day-of-month"
         }
         Dialect::Croner => "5, 6 (seconds first) or 7 (year last) fields",
+        Dialect::Supercronic => {
+            "5 fields, 6 (five and a year) or 7 (seconds first, year last), or an @macro"
+        }
     }
 }
 

@@ -14,6 +14,15 @@ declare_rule! {
     /// apply, so the job can be re-enabled safely.) In dialect `crontab`, Debian cron itself
     /// rejects a day-of-month no chosen month has, so `0 0 30 2 *` is BG101 there.
     ///
+    /// Under `supercronic` (a crontab that supercronic runs), a 6-field line is five
+    /// fields and a **year**: its cronexpr (`cronexpr/cronexpr.go` `parse`) reads the
+    /// seconds field only when there are 7 fields and sets `secondList = [0]` otherwise,
+    /// and the sixth field goes to `yearFieldHandler`. So `0 3 * * * 2019 /bin/backup`
+    /// (written as "seconds first" or by mistake) never fires again: BG102. Years after
+    /// 2099 do not exist for cronexpr (`yearDescriptor` is 1970-2099), so nothing fires
+    /// after 2099 either; `Next` returns the zero time, and supercronic's loop spins on
+    /// it.
+    ///
     /// ## Why it matters
     /// A schedule that never fires is a job that silently does nothing: nothing fails,
     /// nothing alerts, and the work is simply not done. The source article judges a batch by

@@ -16,6 +16,19 @@ declare_rule! {
     /// takes the manifest's lock and records the run in the ledger; `flock` at least stops
     /// overlaps on one host) is what makes that true.
     ///
+    /// ## Which runners
+    /// Only where runs of one line can overlap. Debian cron does: every minute it forks
+    /// each matching line (`do_command`) without looking at the line's last run. busybox
+    /// crond does not: `flag_starting_jobs` (`miscutils/crond.c`) skips a line whose last
+    /// run is still going ("process already running"). supercronic does not either:
+    /// `cron/cron.go` `startFunc` calls the job synchronously
+    /// (`runThisJob(...)`, `go runThisJob` only with `-overlapping`) and computes the next
+    /// run after it returns; a run that outlasts a slot is logged ("job took too long")
+    /// and that slot skipped. So a line that busybox crond runs, or supercronic without
+    /// `-overlapping`, is not reported; with `-overlapping` it is. The runner is read from the Dockerfile or
+    /// compose file that starts it, or `[sources] crontab_runner`
+    /// (docs/crontab-runners.md).
+    ///
     /// ## Example
     /// ```text
     /// 0 * * * * cd /srv/billing && node jobs/settle.js
@@ -41,6 +54,11 @@ impl Rule for CrontabUnguarded {
         if reg.kind != SourceKind::Crontab || reg.wrapped {
             return;
         }
+        // busybox crond, and supercronic without `-overlapping`, never overlap runs of one
+        // line.
+        if reg.crontab_runner.as_ref().is_some_and(|r| !r.overlaps()) {
+            return;
+        }
         // As written (quotes kept); every report redacts secrets from messages.
         let written = cx
             .text
@@ -54,8 +72,11 @@ impl Rule for CrontabUnguarded {
         out.emit(
             reg.command_span,
             format!(
-                "{} runs `{written}` without `batchguard run` or `flock`: a slow run and the next tick overlap",
+                "{} runs `{written}` without `batchguard run` or `flock`: a slow run and the next tick overlap{}",
                 reg.label,
+                reg.crontab_runner
+                    .as_ref()
+                    .map_or_else(String::new, |r| format!(" (under {})", r.name())),
             ),
         );
     }

@@ -3,7 +3,7 @@ use crate::lint::rule::Rule;
 
 declare_rule! {
     /// ## What it does
-    /// Reports a crontab that cron reads differently from how it looks, once per problem
+    /// Reports a crontab that its runner reads differently from how it looks, once per problem
     /// and file, on the first line concerned:
     /// - CRLF line endings (`\r\n`): cron ends a line at `\n` and keeps the `\r`, so every
     ///   command ends in a carriage return (`report\r: command not found`) and every env
@@ -14,6 +14,18 @@ declare_rule! {
     ///   command, the line is still read, with `?` for the byte; before the command (the
     ///   schedule or the user), cron cannot read it either and it registers nothing.
     ///   Such bytes in comments are fine: cron ignores comments.
+    ///
+    /// ## Which runners
+    /// Under Debian cron (the default) all three apply. A crontab run by supercronic gets
+    /// neither of the first two: supercronic reads its file with Go's `bufio.Scanner` and
+    /// `bufio.ScanLines` (`crontab/crontab.go` `ParseCrontab`), which drops a `\r` before
+    /// each `\n` and returns a last line that has no newline like any other. busybox crond
+    /// reads with libbb's `config_read` (`libbb/parse_config.c`,
+    /// `get_line_with_continuation`: `getline`, then one `\n` dropped when present), so it
+    /// reads the last line too, but keeps the `\r`: under busybox only the CRLF check
+    /// applies. The byte check applies to every runner. The runner
+    /// is read from the Dockerfile or compose file that starts it, or `[sources]
+    /// crontab_runner` (docs/crontab-runners.md).
     ///
     /// ## Why it matters
     /// The source article judges a batch by "did every slot run exactly once". A job that
