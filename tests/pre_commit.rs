@@ -50,7 +50,12 @@ fn install() -> Option<PathBuf> {
         return skip_or_fail("python3 -m venv failed (install python3 and python3-venv)");
     }
     let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", "pre-commit"])
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "pre-commit",
+        ])
         .output();
     match pip {
         Ok(o) if o.status.success() => Some(exe),
@@ -116,8 +121,11 @@ impl Harness {
             .expect(".pre-commit-hooks.yaml at the repository root");
         let hooks = repo(&[(".pre-commit-hooks.yaml", &published)]);
         let bin = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_batchguard"), bin.path().join("batchguard"))
-            .unwrap();
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_batchguard"),
+            bin.path().join("batchguard"),
+        )
+        .unwrap();
         Some(Harness {
             pre_commit,
             hooks,
@@ -163,7 +171,8 @@ fn pre_commit_passes_a_clean_tree_and_fails_one_with_a_lint_error() {
     let Some(h) = Harness::new() else {
         return;
     };
-    let good = fixture("BG202/good.batchguard.yaml");
+    // Another job and command than the bad one's: not one job registered twice (BG601).
+    let good = fixture("BG202/good.batchguard.yaml").replace("settle", "reconcile");
     let clean = repo(&[
         ("deploy/billing.batchguard.yaml", &good),
         ("README.md", "# billing\n"),
@@ -171,7 +180,10 @@ fn pre_commit_passes_a_clean_tree_and_fails_one_with_a_lint_error() {
     ]);
     let (code, out) = h.try_repo(clean.path(), &["--all-files"]);
     assert_eq!(code, Some(0), "a clean tree passes:\n{out}");
-    assert!(out.contains("batchguard lint") && out.contains("Passed"), "{out}");
+    assert!(
+        out.contains("batchguard lint") && out.contains("Passed"),
+        "{out}"
+    );
 
     let bad = fixture("BG202/bad.batchguard.yaml");
     let broken = repo(&[
@@ -182,7 +194,10 @@ fn pre_commit_passes_a_clean_tree_and_fails_one_with_a_lint_error() {
     let (code, out) = h.try_repo(broken.path(), &["--all-files"]);
     assert_eq!(code, Some(1), "a lint error fails the hook:\n{out}");
     assert!(out.contains("Failed"), "{out}");
-    assert!(out.contains("BG202"), "the finding is in the output:\n{out}");
+    assert!(
+        out.contains("BG202"),
+        "the finding is in the output:\n{out}"
+    );
     assert!(
         out.contains("deploy/settle.batchguard.yaml"),
         "with its file:\n{out}"
@@ -204,8 +219,7 @@ fn pre_commit_passes_a_clean_tree_and_fails_one_with_a_lint_error() {
 #[test]
 fn the_two_hooks_differ_only_in_language() {
     let text = std::fs::read_to_string(root().join(".pre-commit-hooks.yaml")).unwrap();
-    let hooks: Vec<serde_json::Value> =
-        serde_saphyr::from_str(&text).expect("the hooks are YAML");
+    let hooks: Vec<serde_json::Value> = serde_saphyr::from_str(&text).expect("the hooks are YAML");
     let by_id = |id: &str| {
         hooks
             .iter()
