@@ -11,7 +11,6 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 dist="$here/dist"
-target_dir="${CARGO_TARGET_DIR:-$root/target}"
 
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n1)"
 js_version="$(node -p 'require(process.argv[1]).version' "$here/batchguard/package.json")"
@@ -34,8 +33,9 @@ binary_name="$(field binary)"
 
 binary="${BATCHGUARD_PACK_BINARY:-}"
 if [ -z "$binary" ]; then
-  (cd "$root" && cargo build --release --locked --bin batchguard)
-  binary="$target_dir/release/batchguard"
+  # Wherever cargo puts it (CARGO_TARGET_DIR, build.target-dir …), as cargo reports it.
+  . "$root/scripts/cargo-exe.sh"
+  binary="$(cd "$root" && cargo_exe batchguard --release --locked -p batchguard)"
 fi
 [ -x "$binary" ] || { echo "error: $binary is not an executable" >&2; exit 1; }
 

@@ -19,10 +19,12 @@ import subprocess
 import sys
 import time
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-bench"
 # Where cargo puts the binaries: CARGO_TARGET_DIR (relative to the root) or target/.
-RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
+RELEASE = cargo_target.profile_dir("release")
 
 SQL = r"""
 PRAGMA threads={threads};

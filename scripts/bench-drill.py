@@ -31,8 +31,10 @@ import sys
 import tempfile
 import time
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
+RELEASE = cargo_target.profile_dir("release")
 JOB = ROOT / "examples" / "jobs" / "settle-idempotent.js"
 MANIFEST = ROOT / "examples" / "jobs" / "billing.batchguard.yaml"
 SLOT = "2026-03-01T02:00:00Z"

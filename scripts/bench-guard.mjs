@@ -6,8 +6,9 @@
 //
 //   node scripts/bench-guard.mjs [--runs 200] [--binary PATH]
 //
-// The binary: --binary, else BATCHGUARD_BINARY, else target/release/batchguard (build it
-// with `cargo build --release --locked` or npm/pack.sh first).
+// The binary: --binary, else BATCHGUARD_BINARY, else release/batchguard in the target
+// directory `cargo metadata` names (CARGO_TARGET_DIR, build.target-dir …; build it with
+// `cargo build --release --locked` or npm/pack.sh first).
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -25,8 +26,15 @@ const flag = (name, fallback) => {
   return i >= 0 ? args[i + 1] : fallback;
 };
 const runs = Number(flag("--runs", "200"));
-const target = process.env.CARGO_TARGET_DIR || path.join(root, "target");
-const bin = flag("--binary", process.env.BATCHGUARD_BINARY || path.join(target, "release", "batchguard"));
+const targetDir = () => {
+  const r = spawnSync("cargo", ["metadata", "--format-version", "1", "--no-deps"], { cwd: root, encoding: "utf8" });
+  if (r.status !== 0) {
+    console.error(`error: cargo metadata failed (pass --binary): ${r.stderr || r.error}`);
+    process.exit(2);
+  }
+  return JSON.parse(r.stdout).target_directory;
+};
+const bin = flag("--binary", undefined) || process.env.BATCHGUARD_BINARY || path.join(targetDir(), "release", "batchguard");
 if (!fs.existsSync(bin)) {
   console.error(`error: ${bin} is missing: build it with \`cargo build --release --locked\` or pass --binary`);
   process.exit(2);

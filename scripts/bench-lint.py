@@ -24,11 +24,13 @@ import subprocess
 import sys
 import time
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench-data" / "lint"
 REGS = ROOT / "bench-data" / "lint-registrations"
 APP = ROOT / "bench-data" / "lint-app"
-BIN = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "batchguard"
+BIN = cargo_target.profile_dir("release") / "batchguard"
 VENV = ROOT / ".venv-bench"
 
 JOB = """  - name: {name}

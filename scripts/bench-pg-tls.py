@@ -20,8 +20,10 @@ import subprocess
 import tempfile
 import time
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BG = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "batchguard"
+BG = cargo_target.profile_dir("release") / "batchguard"
 MANIFEST = """version: 1
 service: bench
 jobs:

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench-data" / "pretty"
 
@@ -91,7 +93,7 @@ def main() -> int:
     path = generate(a.jobs, a.pad)
     if a.bin is None:
         subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
-        binary = str(ROOT / "target" / "release" / "batchguard")
+        binary = str(cargo_target.profile_dir("release") / "batchguard")
     else:
         binary = a.bin
     base = [binary, "lint", str(path), "--now", "2026-03-01T00:00:00Z"]

@@ -48,8 +48,10 @@ import tempfile
 import threading
 import time
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
+RELEASE = cargo_target.profile_dir("release")
 BASE_SLOT = 1_772_330_400  # 2026-03-01T02:00:00Z
 CONTENDED = 100000  # the slot index the 50 contenders race for
 

@@ -35,8 +35,10 @@ import tempfile
 import threading
 import time
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
+RELEASE = cargo_target.profile_dir("release")
 BG = RELEASE / "batchguard"
 
 

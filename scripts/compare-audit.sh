@@ -25,11 +25,11 @@ new="$(realpath "${2:?usage: compare-audit.sh OLD NEW [GENERATOR]}")"
 gen="${3:-}"
 work="${WORK:-/tmp/compare-audit}"
 if [ -z "$gen" ]; then
-  (cd "$root" && cargo build --release --quiet -p batchguard-ledger-gen --bin gen-ledger) || {
+  . "$root/scripts/cargo-exe.sh"
+  gen=$(cd "$root" && cargo_exe gen-ledger --release --quiet -p batchguard-ledger-gen) || {
     echo "compare-audit: could not build gen-ledger (crates/ledger-gen); pass the generator as GENERATOR" >&2
     exit 2
   }
-  gen="${CARGO_TARGET_DIR:-$root/target}/release/gen-ledger"
 fi
 rm -rf "$work"
 mkdir -p "$work/ledgers" "$work/old" "$work/new"

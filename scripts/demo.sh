@@ -8,8 +8,11 @@
 # (2) fails the demo.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p batchguard --bin batchguard || exit 2
-bg="$PWD/target/release/batchguard"
+# The binary wherever cargo puts it (CARGO_TARGET_DIR, CARGO_BUILD_TARGET_DIR, a
+# target-dir in .cargo/config.toml), as cargo reports it. DEMO_PROFILE picks the cargo
+# profile (default release; CI uses dev, the build `cargo test` made already).
+. scripts/cargo-exe.sh
+bg=$(cargo_exe batchguard --profile "${DEMO_PROFILE:-release}" --quiet) || exit 2
 status=0
 echo "== batchguard lint fixtures/demo"
 "$bg" lint fixtures/demo --now 2026-03-01T00:00:00Z || [ $? -eq 1 ] || status=2

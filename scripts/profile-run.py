@@ -24,8 +24,10 @@ import sys
 import importlib.util
 import tempfile
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RELEASE = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release"
+RELEASE = cargo_target.profile_dir("release")
 # The manifest and slots of scripts/bench-run.py, so both measure the same job.
 _spec = importlib.util.spec_from_file_location("bench_run", ROOT / "scripts" / "bench-run.py")
 bench_run = importlib.util.module_from_spec(_spec)

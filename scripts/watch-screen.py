@@ -19,8 +19,10 @@ import sys
 import tempfile
 import time
 
+import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BG = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "debug" / "batchguard"
+BG = cargo_target.profile_dir("debug") / "batchguard"
 
 MANIFEST = """version: 1
 service: billing

@@ -53,10 +53,32 @@ fn get(port: u16, path: &str, accept: Option<&str>) -> (String, String) {
     let mut text = String::new();
     s.read_to_string(&mut text).expect("response");
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let chunked = head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
     (
         head.lines().next().unwrap_or("").to_owned(),
-        body.to_owned(),
+        if chunked {
+            dechunk(body)
+        } else {
+            body.to_owned()
+        },
     )
+}
+
+/// A chunked HTTP/1.1 body (what Prometheus sends for longer answers), joined.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or_else(|_| panic!("a chunk size, not {size:?}"));
+        if n == 0 {
+            break;
+        }
+        body.push_str(&after[..n]);
+        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
+    }
+    body
 }
 
 /// `batchguard metrics --listen 127.0.0.1:0` and the port it says it serves on.
@@ -162,14 +184,9 @@ fn ran(c: &Case, n: i64) {
     ]));
 }
 
-#[test]
-fn prometheus_scrapes_the_run_count_the_ledger_holds() {
-    if !need("prometheus") {
-        return;
-    }
-    let (c, runs) = store(4);
-    let (_metrics, port) = serve(&c);
-
+/// The real Prometheus scraping `127.0.0.1:port` every second, and the port of its own
+/// web server.
+fn prometheus(c: &Case, port: u16) -> (Killed, u16) {
     // A free port for Prometheus's own web server.
     let web = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -184,7 +201,7 @@ fn prometheus_scrapes_the_run_count_the_ledger_holds() {
         ),
     )
     .unwrap();
-    let _prom = Killed(
+    let prom = Killed(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", c.path("tsdb").display()))
@@ -194,36 +211,54 @@ fn prometheus_scrapes_the_run_count_the_ledger_holds() {
             .spawn()
             .expect("prometheus starts"),
     );
+    (prom, web)
+}
 
-    let query = |q: &str| -> Option<serde_json::Value> {
-        let s = TcpStream::connect(("127.0.0.1", web)).ok()?;
-        drop(s);
-        let path = format!("/api/v1/query?query={}", urlencode(q));
-        let (status, body) = get(web, &path, None);
-        if !status.contains("200") {
-            return None;
-        }
-        serde_json::from_str(&body).ok()
-    };
+/// A PromQL query's answer, or `None` while Prometheus does not answer yet.
+fn query(web: u16, q: &str) -> Option<serde_json::Value> {
+    let s = TcpStream::connect(("127.0.0.1", web)).ok()?;
+    drop(s);
+    let path = format!("/api/v1/query?query={}", urlencode(q));
+    let (status, body) = get(web, &path, None);
+    if !status.contains("200") {
+        return None;
+    }
+    serde_json::from_str(&body).ok()
+}
+
+/// The value of `q`'s first series, once Prometheus has scraped what it needs.
+fn first_answer(web: u16, q: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(120);
-    let total = loop {
-        let v = query("sum(batchguard_runs_total)");
+    loop {
+        let v = query(web, q);
         let got = v.as_ref().and_then(|v| {
             v["data"]["result"][0]["value"][1]
                 .as_str()
                 .map(str::to_owned)
         });
         if let Some(n) = got {
-            break n;
+            return n;
         }
         assert!(
             Instant::now() < deadline,
-            "Prometheus never answered with the runs: {v:?}"
+            "Prometheus never answered {q}: {v:?}"
         );
         std::thread::sleep(Duration::from_millis(200));
-    };
+    }
+}
+
+#[test]
+fn prometheus_scrapes_the_run_count_the_ledger_holds() {
+    if !need("prometheus") {
+        return;
+    }
+    let (c, runs) = store(4);
+    let (_metrics, port) = serve(&c);
+    let (_prom, web) = prometheus(&c, port);
+    let total = first_answer(web, "sum(batchguard_runs_total)");
     assert_eq!(total, runs.to_string(), "every run the ledger holds");
     // By outcome, under the batch job's own label (the scrape keeps `job` for itself).
+    let query = |q: &str| query(web, q);
     let failed = query("batchguard_runs_total{job_name=\"settle\",outcome=\"failed\"}").unwrap();
     assert_eq!(failed["data"]["result"][0]["value"][1], "1");
     assert_eq!(failed["data"]["result"][0]["metric"]["job"], "batchguard");
@@ -281,6 +316,83 @@ fn promtool_accepts_what_metrics_and_the_textfile_write() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("*.prom"));
+}
+
+/// The case: a job expected to take 4 s whose runs take 3.0 to 3.4 s. With the
+/// fixed buckets (1, 5, 10 s …) `histogram_quantile(0.95)` said 4.8 s; on the ladder around
+/// expected_duration it is within the width of the bucket holding the true p95, and that
+/// width is a fifth of the value at most.
+#[test]
+fn prometheus_p50_and_p95_are_within_a_bucket_of_the_true_durations() {
+    if !need("prometheus") {
+        return;
+    }
+    let c = Case::sqlite(&manifest(&[("settle", "* * * * *", "4s", "1m", "")]));
+    let n = 40;
+    let first = minute(now()) - mins(n + 1);
+    let mut durations: Vec<f64> = Vec::new();
+    for k in 0..n {
+        let slot = first + mins(k);
+        let start = slot + jiff::SignedDuration::from_secs(1);
+        // 3.0 s to 3.4 s in steps of about 10 ms, written as `run` writes them.
+        let ms = 3000 + 400 * k / (n - 1);
+        durations.push(ms as f64 / 1000.0);
+        let end = start + jiff::SignedDuration::from_millis(ms);
+        c.run(&format!("r{k}"), "settle", slot, start, Some(end));
+    }
+    // Nearest rank, as the audit and `watch` compute them.
+    let truth = |q: f64| durations[((q * n as f64).ceil() as usize).max(1) - 1];
+    let (_metrics, port) = serve(&c);
+    let (_prom, web) = prometheus(&c, port);
+    let bounds: Vec<f64> = {
+        first_answer(web, "count(batchguard_run_duration_seconds_bucket)");
+        let v = query(
+            web,
+            "batchguard_run_duration_seconds_bucket{job_name=\"settle\"}",
+        )
+        .unwrap();
+        let mut b: Vec<f64> = v["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["metric"]["le"].as_str().unwrap().parse::<f64>().unwrap())
+            .collect();
+        b.sort_by(f64::total_cmp);
+        b
+    };
+    assert!(
+        bounds.contains(&4.0),
+        "a bound at expected_duration: {bounds:?}"
+    );
+    assert_eq!(bounds.first(), Some(&0.25), "1/16 x expected: {bounds:?}");
+    assert_eq!(
+        bounds[bounds.len() - 2],
+        16.0,
+        "4 x expected, then +Inf: {bounds:?}"
+    );
+    for q in [0.5, 0.95] {
+        let got: f64 = first_answer(
+            web,
+            &format!(
+                "histogram_quantile({q}, sum by (job_name, le) (batchguard_run_duration_seconds_bucket{{job_name=\"settle\"}}))"
+            ),
+        )
+        .parse()
+        .unwrap();
+        let t = truth(q);
+        let i = bounds.partition_point(|&b| b < t);
+        let width = bounds[i] - if i == 0 { 0.0 } else { bounds[i - 1] };
+        assert!(
+            (got - t).abs() <= width,
+            "p{}: Prometheus says {got} s, the runs say {t} s; the bucket is {width} s wide",
+            q * 100.0
+        );
+        assert!(
+            width <= 0.2 * t,
+            "p{}: a bucket of {width} s around {t} s",
+            q * 100.0
+        );
+    }
 }
 
 fn urlencode(s: &str) -> String {

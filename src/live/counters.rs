@@ -9,12 +9,39 @@ use jiff::Timestamp;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-/// Upper bounds (seconds) of the duration and latency histograms: a second to a day, the
-/// range of batch jobs.
+/// Upper bounds (seconds) of the duration and latency histograms of a job whose
+/// `expected_duration` is not known (a ledger job no manifest declares): a second to a day,
+/// the range of batch jobs.
 pub const BUCKETS: [f64; 15] = [
     1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0,
     43200.0, 86400.0,
 ];
+
+/// Ladder steps per doubling: bounds `2^(1/4)` (19 %) apart, so `histogram_quantile`,
+/// which interpolates inside one bucket, is never further from the truth than a fifth of
+/// the value it reports.
+pub const STEPS_PER_OCTAVE: i32 = 4;
+/// The ladder spans `expected_duration / 2^LADDER_BELOW` to `expected_duration *
+/// 2^LADDER_ABOVE`: from 1/16 x (a run that did nothing) to 4 x (twice the overrun alert).
+pub const LADDER_BELOW: i32 = 4;
+pub const LADDER_ABOVE: i32 = 2;
+
+/// The bounds of a job's duration and latency histograms, scaled to its
+/// `expected_duration` (seconds, above zero): a geometric ladder of quarter octaves from
+/// 1/16 x to 4 x, 25 bounds, each rounded to 4 significant digits so `le` labels stay
+/// short. Fixed buckets (1 s, 5 s, 10 s …) put a 4 s job's runs in one 1-5 s bucket and
+/// made its p95 anything in it; here that job has bounds 3.364, 4 and 4.757 s.
+pub fn ladder(expected_s: u64) -> Arc<[f64]> {
+    let e = expected_s as f64;
+    let mut bounds: Vec<f64> = (-LADDER_BELOW * STEPS_PER_OCTAVE..=LADDER_ABOVE * STEPS_PER_OCTAVE)
+        .map(|k| {
+            let v = e * 2f64.powf(f64::from(k) / f64::from(STEPS_PER_OCTAVE));
+            format!("{v:.3e}").parse::<f64>().unwrap_or(v)
+        })
+        .collect();
+    bounds.dedup();
+    bounds.into()
+}
 
 /// Why a slot was skipped, from the `detail` `run` writes (SPEC 7.1 item 4).
 pub const SKIP_REASONS: [&str; 5] = [
@@ -43,20 +70,35 @@ pub fn holder(detail: Option<&str>) -> Option<&str> {
 }
 
 /// A Prometheus histogram: counts per bucket (not cumulative), sum, count.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Hist {
-    /// `counts[i]` observations in `(BUCKETS[i-1], BUCKETS[i]]`; the last one above all.
-    pub counts: [u64; BUCKETS.len() + 1],
+    /// Upper bounds, ascending: [`BUCKETS`] or the job's [`ladder`].
+    pub bounds: Arc<[f64]>,
+    /// `counts[i]` observations in `(bounds[i-1], bounds[i]]`; the last one above all.
+    pub counts: Vec<u64>,
     pub sum: f64,
     pub count: u64,
 }
 
+impl Default for Hist {
+    /// The fixed [`BUCKETS`].
+    fn default() -> Hist {
+        Hist::new(Arc::from(&BUCKETS[..]))
+    }
+}
+
 impl Hist {
+    pub fn new(bounds: Arc<[f64]>) -> Hist {
+        Hist {
+            counts: vec![0; bounds.len() + 1],
+            bounds,
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
     pub fn observe(&mut self, secs: f64) {
-        let i = BUCKETS
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(BUCKETS.len());
+        let i = self.bounds.partition_point(|&b| b < secs);
         self.counts[i] += 1;
         self.sum += secs;
         self.count += 1;
@@ -67,7 +109,7 @@ impl Hist {
         let mut acc = 0;
         self.counts.iter().enumerate().map(move |(i, c)| {
             acc += c;
-            (BUCKETS.get(i).copied(), acc)
+            (self.bounds.get(i).copied(), acc)
         })
     }
 }
@@ -88,6 +130,18 @@ pub struct JobCounters {
     pub last_success: Option<Timestamp>,
 }
 
+impl JobCounters {
+    /// Counts of a job whose histograms have `bounds` ([`BUCKETS`] when `None`).
+    pub fn with_bounds(bounds: Option<Arc<[f64]>>) -> JobCounters {
+        let hist = || bounds.clone().map_or_else(Hist::default, Hist::new);
+        JobCounters {
+            duration: hist(),
+            latency: hist(),
+            ..JobCounters::default()
+        }
+    }
+}
+
 /// Every job's counts.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -95,9 +149,24 @@ pub struct Counters {
     jobs: HashMap<Arc<str>, (u32, JobCounters)>,
     /// Slots that have had their first success, as `(job's number, ms)`.
     succeeded: HashSet<(u32, i64)>,
+    /// Histogram bounds by job, for jobs with an `expected_duration` ([`ladder`]).
+    bounds: HashMap<Arc<str>, Arc<[f64]>>,
 }
 
 impl Counters {
+    /// Counters whose jobs of `expected` (the audit's name, `expected_duration` in
+    /// seconds) have histograms on their [`ladder`]; any other job on [`BUCKETS`].
+    pub fn new<'a>(expected: impl IntoIterator<Item = (&'a str, u64)>) -> Counters {
+        Counters {
+            bounds: expected
+                .into_iter()
+                .filter(|&(_, s)| s > 0)
+                .map(|(job, s)| (Arc::from(job), ladder(s)))
+                .collect(),
+            ..Counters::default()
+        }
+    }
+
     /// One event of `job` (the audit's name for it); `open` still holds its run's `start`.
     pub(crate) fn event(
         &mut self,
@@ -107,7 +176,8 @@ impl Counters {
     ) {
         if !self.jobs.contains_key(&**job) {
             let n = self.jobs.len() as u32;
-            self.jobs.insert(job.clone(), (n, JobCounters::default()));
+            let counts = JobCounters::with_bounds(self.bounds.get(&**job).cloned());
+            self.jobs.insert(job.clone(), (n, counts));
         }
         let (id, c) = self.jobs.get_mut(&**job).expect("just inserted");
         let id = *id;
@@ -141,12 +211,19 @@ impl Counters {
 }
 
 impl Counters {
-    /// Every job's counts, by name.
+    /// Every job's counts, by name; a declared job with no event yet has empty ones on
+    /// its own bounds, so its buckets never change once it runs.
     pub fn by_job(&self) -> BTreeMap<String, JobCounters> {
-        self.jobs
+        let mut all: BTreeMap<String, JobCounters> = self
+            .jobs
             .iter()
             .map(|(k, (_, c))| (k.to_string(), c.clone()))
-            .collect()
+            .collect();
+        for (job, b) in &self.bounds {
+            all.entry(job.to_string())
+                .or_insert_with(|| JobCounters::with_bounds(Some(b.clone())));
+        }
+        all
     }
 }
 
@@ -183,5 +260,28 @@ mod tests {
         assert_eq!(c[2], (Some(10.0), 3));
         assert_eq!(*c.last().unwrap(), (None, 4));
         assert_eq!(h.count, 4);
+    }
+
+    #[test]
+    fn a_ladder_is_quarter_octaves_from_a_sixteenth_to_four_times_expected() {
+        let l = ladder(4);
+        assert_eq!(l.len(), 25);
+        assert_eq!(l[0], 0.25);
+        assert_eq!(l[16], 4.0);
+        assert_eq!(l[24], 16.0);
+        assert_eq!((l[15], l[17]), (3.364, 4.757));
+        for w in l.windows(2) {
+            let r = w[1] / w[0];
+            assert!((1.18..1.2).contains(&r), "{w:?}");
+        }
+        // A run of 3.4 s lands in (3.364, 4], as Prometheus' `le` reads it.
+        let mut h = Hist::new(l.clone());
+        h.observe(3.4);
+        h.observe(4.0);
+        assert_eq!(h.counts[16], 2);
+        let c = Counters::new([("settle", 4), ("never", 0)]);
+        let by = c.by_job();
+        assert_eq!(by["settle"].duration.bounds, l);
+        assert!(!by.contains_key("never"), "no expected_duration: no ladder");
     }
 }

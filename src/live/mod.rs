@@ -360,6 +360,12 @@ impl Live {
         let with_manifest = !o.manifests.is_empty();
         let names = Names::new(&jobs, with_manifest, &o.jobs);
         let since_s = o.since_s;
+        // Each declared job's histograms on a ladder around its expected_duration.
+        let counters = Counters::new(
+            limits
+                .iter()
+                .filter_map(|(job, l)| Some((job.as_str(), l.expected_duration_s?))),
+        );
         Ok(Live {
             tail,
             store,
@@ -379,7 +385,7 @@ impl Live {
                 window: Window::new(),
                 open: HashMap::new(),
                 last_end: HashMap::new(),
-                counters: Counters::default(),
+                counters,
                 names,
                 rejected: 0,
                 first_errors: Vec::new(),

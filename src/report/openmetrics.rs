@@ -18,7 +18,7 @@
 //! | `batchguard_runs_started_total` | counter | job_name | `start` events |
 //! | `batchguard_skips_total` | counter | job_name, reason (`held`, `already_succeeded`, `dead_lettered`, `other`, `unknown`) | slots not run because the lock was not taken |
 //! | `batchguard_dead_letters_total` | counter | job_name | `dead_letter` events |
-//! | `batchguard_run_duration_seconds` | histogram | job_name | `start` to `end` of each run |
+//! | `batchguard_run_duration_seconds` | histogram | job_name | `start` to `end` of each run; buckets on a ladder around the job's `expected_duration` ([`crate::live::counters::ladder`]) |
 //! | `batchguard_run_latency_seconds` | histogram | job_name | `scheduled_at` to the first successful `end` of each slot |
 //! | `batchguard_last_success_timestamp_seconds` | gauge | job_name | the latest successful `end` |
 //! | `batchguard_expected_slots`, `batchguard_missed_slots`, `batchguard_failed_slots` | gauge | job_name | the audit's figures over the window |
