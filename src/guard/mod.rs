@@ -76,7 +76,12 @@ pub fn run(opts: &Options) -> u8 {
     let mut link = opts.link.then(link::Link::start);
     let mut report = report::Report::new(&opts.job, opts.scheduled_at);
     let code = match plan::plan(opts) {
-        Ok(plan) => guarded(opts, &plan, &mut report, &mut link),
+        Ok(plan) => {
+            let mut notify = crate::notify::Notifier::new(&plan);
+            let code = guarded(opts, &plan, &mut report, &mut link, &mut notify);
+            report.notifications = notify.finish();
+            code
+        }
         Err(e) => cannot(&link, e.code, e.message),
     };
     report.exit_code = i32::from(code);
@@ -218,6 +223,8 @@ struct Guard<'a> {
     apart: Option<Apart>,
     /// The driver of `--link`, when there is one.
     link: &'a mut Option<link::Link>,
+    /// Check-ins and spans (`crate::notify`), when configured.
+    notify: &'a mut crate::notify::Notifier,
 }
 
 /// SPEC 7.1 as steps: open the store and write leftovers; find the slot and any unfinished
@@ -227,6 +234,7 @@ fn guarded(
     plan: &Plan,
     report: &mut report::Report,
     link: &mut Option<link::Link>,
+    notify: &mut crate::notify::Notifier,
 ) -> u8 {
     let st = match store::open(&plan.store) {
         Ok(s) => s,
@@ -241,6 +249,7 @@ fn guarded(
         st,
         apart: Apart::new(opts, plan),
         link,
+        notify,
     };
     // Leftovers first: spooled writes, and outputs of runs that died.
     if let Err(e) = catch_up(g.st.as_mut(), plan.store.raw()) {
@@ -370,6 +379,7 @@ impl Guard<'_> {
         let mut trigger = first;
         let mut run_id = new_run_id();
         let mut worked = Worked::not_run(CANNOT_RUN);
+        self.notify.begin_slot();
         if trigger == Trigger::Manual {
             let ev = plan.event(
                 &run_id,
@@ -499,6 +509,13 @@ impl Guard<'_> {
                 eprintln!("batchguard run: {e}");
             }
         }
+        self.notify.started(&crate::notify::Attempt {
+            slot,
+            attempt: acquired.attempt,
+            fence: acquired.fence,
+            run_id,
+            trigger: trigger.as_str(),
+        });
         Acquire::Taken(Taken {
             key,
             sent,
@@ -541,6 +558,14 @@ impl Guard<'_> {
         if let Err(e) = self.record(ev) {
             eprintln!("batchguard run: {e}");
         }
+        let at = crate::notify::Attempt {
+            slot,
+            attempt: 0,
+            fence: 0,
+            run_id,
+            trigger: trigger.as_str(),
+        };
+        self.notify.skipped(&at, &why, &reason);
         let outcome = match why {
             store::Refusal::Exhausted { .. } | store::Refusal::DeadLettered => "dead_lettered",
             _ => "skipped",
@@ -593,7 +618,7 @@ impl Guard<'_> {
                 plan.argv(slot, run_id, attempt, taken.snapshot_path.as_deref())
             }
         });
-        let env = plan.env(
+        let mut env = plan.env(
             slot,
             run_id,
             attempt,
@@ -603,6 +628,9 @@ impl Guard<'_> {
             &outputs_path,
             &error_path,
         );
+        if let Some(tp) = self.notify.traceparent() {
+            env.push(("TRACEPARENT".into(), tp));
+        }
         let result = match (&argv, self.link.as_mut()) {
             (Ok(_), Some(l)) => Ok(l.attempt(
                 &link::Granted {
@@ -737,6 +765,19 @@ impl Guard<'_> {
             (_, true) => "dead_lettered",
             _ => "failed",
         };
+        let success = class.class == Class::Success;
+        self.notify.ended(
+            slot,
+            attempt,
+            &crate::notify::Outcome {
+                outcome,
+                success,
+                retrying: retry_after.is_some(),
+                exit_code: code,
+                error_code: (!success).then_some(class.code.as_str()),
+                message: last_line(&class.stderr_tail).unwrap_or_else(|| class.message.clone()),
+            },
+        );
         Next {
             attempt: report::Attempt {
                 attempt,
