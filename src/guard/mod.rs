@@ -643,6 +643,7 @@ impl Guard<'_> {
                         .checked_sub(SignedDuration::try_from(plan.grace).unwrap_or_default())
                         .unwrap_or(deadline_wall),
                     trigger: trigger.as_str(),
+                    traceparent: self.notify.traceparent(),
                 },
                 &outputs_path,
                 &error_path,
