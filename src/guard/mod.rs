@@ -77,7 +77,12 @@ pub fn run(opts: &Options) -> u8 {
     let mut report = report::Report::new(&opts.job, opts.scheduled_at);
     let code = match plan::plan(opts) {
         Ok(plan) => {
-            let mut notify = crate::notify::Notifier::new(&plan);
+            let mut notify = crate::notify::Notifier::new(
+                plan.monitor.as_ref(),
+                &plan.job_name,
+                &plan.service,
+                &plan.instance,
+            );
             let code = guarded(opts, &plan, &mut report, &mut link, &mut notify);
             report.notifications = notify.finish();
             code

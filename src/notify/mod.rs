@@ -12,7 +12,7 @@ pub mod checkin;
 pub mod http;
 pub mod otel;
 
-use crate::guard::plan::Plan;
+use crate::manifest::model::Monitor;
 use crate::store::{self, Refusal};
 use http::{Outbox, Summary};
 use jiff::Timestamp;
@@ -105,8 +105,8 @@ impl Notifier {
 
     /// The job's monitors (`monitor:` in the manifest) and the OTLP exporter (the
     /// environment). A configuration that cannot be used is said on stderr; the job runs.
-    pub fn new(plan: &Plan) -> Notifier {
-        let trace = match otel::from_env(&plan.service) {
+    pub fn new(monitor: Option<&Monitor>, job: &str, service: &str, instance: &str) -> Notifier {
+        let trace = match otel::from_env(service) {
             Ok(None) => None,
             Ok(Some(cfg)) => {
                 let parent = otel::parent_from_env();
@@ -131,9 +131,7 @@ impl Notifier {
                 None
             }
         };
-        let monitor = plan.monitor.as_ref();
-        let checkins = monitor
-            .and_then(|m| checkin::Checkins::new(m, &plan.job_name, &plan.service, &plan.instance));
+        let checkins = monitor.and_then(|m| checkin::Checkins::new(m, job, service, instance));
         if trace.is_none() && checkins.is_none() {
             return Notifier::off();
         }
@@ -149,9 +147,9 @@ impl Notifier {
                 wait,
                 checkins,
                 trace,
-                job: plan.job_name.clone(),
-                service: plan.service.clone(),
-                instance: plan.instance.clone(),
+                job: job.to_owned(),
+                service: service.to_owned(),
+                instance: instance.to_owned(),
             })),
         }
     }
