@@ -2,9 +2,10 @@
 """What check-ins and OpenTelemetry cost `batchguard run -- true` (docs/benchmarks.md).
 
 For each configuration, `--runs` runs of `batchguard run -- true` on new slots of one SQLite
-store (every run acquires, writes `start`, runs `true`, writes `end`, releases), each under
-`perf stat -e instructions:u` (user-space instructions of `run` and the `true` it starts: a
-count that a loaded machine does not inflate), with the wall time beside it:
+store (every run acquires, writes `start`, runs `true`, writes `end`, releases) counted
+with `perf stat -e instructions:u` (user-space instructions: a count that a loaded machine
+does not inflate), or, where the CPU exposes no counter to perf (most VMs), with valgrind's
+cachegrind (the instructions of `run` itself, every thread); and as many runs timed:
 
   * `before`: the binary given with `--before` (a build without check-ins or tracing);
   * `off`: the binary under test with no `monitor` and no OTEL_* variable (the default);
@@ -62,21 +63,53 @@ class Ok(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def one(binary, cwd, manifest, i, env):
-    out = pathlib.Path(cwd) / "perf.txt"
-    argv = ["perf", "stat", "-x,", "-e", "instructions:u", "-o", str(out), "--",
-            binary, "run", "--manifest", manifest, "--job", "j", "--instance", "b",
-            "--scheduled-at", slot(i), "--", "true"]
+def counter_argv(kind, out):
+    if kind == "perf":
+        return ["perf", "stat", "-x,", "-e", "instructions:u", "-o", str(out), "--"]
+    # Valgrind counts the instructions of `run` itself (not of the `true` it starts), all
+    # threads included; where the CPU exposes no counter to perf (most VMs) it still works.
+    return ["valgrind", "--tool=cachegrind", "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null", f"--log-file={out}"]
+
+
+def count(kind, out):
+    text = out.read_text()
+    for line in text.splitlines():
+        if kind == "perf" and "instructions" in line:
+            v = line.split(",")[0]
+            return None if v.startswith("<not") else int(v)
+        if kind == "valgrind" and "I" in line and "refs:" in line:
+            return int(line.split(":")[1].strip().replace(",", ""))
+    raise SystemExit("no instruction count in: " + text)
+
+
+def one(binary, cwd, manifest, i, env, kind):
+    """Two runs on new slots: one timed, one counted."""
+    base = [binary, "run", "--manifest", manifest, "--job", "j", "--instance", "b"]
     t0 = time.perf_counter()
-    r = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+    r = subprocess.run(base + ["--scheduled-at", slot(2 * i), "--", "true"], cwd=cwd,
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"run failed ({r.returncode}): {r.stderr.decode()}")
-    for line in out.read_text().splitlines():
-        if "instructions" in line:
-            return int(line.split(",")[0]), dt
-    raise SystemExit("perf printed no instruction count: " + out.read_text())
+    out = pathlib.Path(cwd) / "count.txt"
+    argv = counter_argv(kind, out) + base + ["--scheduled-at", slot(2 * i + 1), "--", "true"]
+    r = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        raise SystemExit(f"counted run failed ({r.returncode}): {r.stderr.decode()}")
+    return count(kind, out), dt
+
+
+def pick_counter(binary):
+    """perf's instructions:u when the CPU exposes it, else valgrind."""
+    with tempfile.TemporaryDirectory() as d:
+        out = pathlib.Path(d) / "p.txt"
+        r = subprocess.run(counter_argv("perf", out) + [binary, "--version"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if r.returncode == 0 and count("perf", out) is not None:
+            return "perf"
+    return "valgrind"
 
 
 def main():
@@ -105,20 +138,22 @@ def main():
         d = tempfile.mkdtemp(prefix=f"bg-notify-{name}-")
         pathlib.Path(d, "m.batchguard.yaml").write_text(MANIFEST.format(monitor=monitor))
         dirs[name] = d
+    kind = pick_counter(a.bin)
     res = {name: ([], []) for name, *_ in configs}
     # One warm-up run each (creates the SQLite store), not counted.
     for name, binary, _, e in configs:
-        one(binary, dirs[name], "m.batchguard.yaml", 0, e)
+        one(binary, dirs[name], "m.batchguard.yaml", 0, e, kind)
     for i in range(1, a.runs + 1):
         for name, binary, _, e in configs:
-            ins, dt = one(binary, dirs[name], "m.batchguard.yaml", i, e)
+            ins, dt = one(binary, dirs[name], "m.batchguard.yaml", i, e, kind)
             res[name][0].append(ins)
             res[name][1].append(dt)
     srv.shutdown()
 
     ref = statistics.median(res["before" if a.before else "off"][0])
-    print(f"{a.runs} runs each, interleaved\n")
-    print("| configuration | instructions:u (median) | vs. reference | wall (median) |")
+    what = "instructions:u (perf)" if kind == "perf" else "instructions (valgrind)"
+    print(f"{a.runs} counted and {a.runs} timed runs each, interleaved\n")
+    print(f"| configuration | {what}, median | vs. reference | wall, median |")
     print("|---|---:|---:|---:|")
     for name, *_ in configs:
         ins, dts = res[name]

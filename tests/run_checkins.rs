@@ -444,3 +444,22 @@ fn lint_reports_a_bad_monitor_at_its_value_without_its_key() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_slot_that_could_not_run_is_a_failure_for_the_monitor() {
+    let hc = Recorder::start(Answer::Status(200));
+    let m = monitor(&[format!("healthchecks: \"{}/hc/u\"", hc.base)]);
+    let c = Case::new("", &m, NO_RETRY, &sh("echo ran > ran.txt"));
+    // A store that refuses connections: `run` fails closed, the command does not run.
+    let o = c.run(&["--store", "postgres://bg@127.0.0.1:1/none"]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(!c.path("ran.txt").exists());
+    let reqs = hc.requests();
+    let paths: Vec<&str> = reqs.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(paths, ["/hc/u/125"], "{reqs:?}");
+    let body = reqs[0].text();
+    assert!(
+        body.contains(&format!("slot {SLOT} failed (NOT_RUN)")) && body.contains("exit 125"),
+        "{body}"
+    );
+}

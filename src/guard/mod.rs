@@ -77,13 +77,26 @@ pub fn run(opts: &Options) -> u8 {
     let mut report = report::Report::new(&opts.job, opts.scheduled_at);
     let code = match plan::plan(opts) {
         Ok(plan) => {
-            let mut notify = crate::notify::Notifier::new(
-                plan.monitor.as_ref(),
-                &plan.job_name,
-                &plan.service,
-                &plan.instance,
-            );
+            // A drill's runs are rehearsals in a sandbox: they page no monitor and add no
+            // span to production traces.
+            let drilled =
+                opts.drill.snapshot.is_some() || opts.drill.barrier || opts.drill.no_delay;
+            let mut notify = if drilled {
+                crate::notify::Notifier::off()
+            } else {
+                crate::notify::Notifier::new(
+                    plan.monitor.as_ref(),
+                    &plan.job_name,
+                    &plan.service,
+                    &plan.instance,
+                )
+            };
             let code = guarded(opts, &plan, &mut report, &mut link, &mut notify);
+            if code == CANNOT_RUN && report.outcome == "not_run" {
+                // The store could not be reached (or the slot not found): the slot did not
+                // run, which is what a monitor is for.
+                notify.not_run(report.scheduled_at);
+            }
             report.notifications = notify.finish();
             code
         }
@@ -778,7 +791,7 @@ impl Guard<'_> {
             &crate::notify::Outcome {
                 outcome,
                 success,
-                retrying: retry_after.is_some(),
+                retrying: retry_after.is_some() && !self.link.as_ref().is_some_and(|l| l.gone),
                 exit_code: code,
                 error_code: (!success).then_some(class.code.as_str()),
                 message: last_line(&class.stderr_tail).unwrap_or_else(|| class.message.clone()),

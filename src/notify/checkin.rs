@@ -26,11 +26,13 @@ const SENTRY: &str = "sentry";
 /// How one attempt ended, as the monitors are told.
 pub struct Ended<'a> {
     pub slot: &'a str,
+    /// 0 when no attempt of this process ended it.
     pub attempt: u32,
     pub success: bool,
     /// Another attempt follows in this process (the retry policy said so).
     pub retrying: bool,
-    /// `run`'s exit code for the attempt (the command's own, 124, 128+N …).
+    /// `run`'s exit code for the attempt (the command's own, 124, 128+N …; 0 when there
+    /// is none, as for a slot dead-lettered by the store).
     pub exit_code: u8,
     /// The error code of a failure (`EXIT_3`, `TTL_EXCEEDED` …).
     pub error_code: Option<&'a str>,
@@ -206,9 +208,13 @@ impl Checkins {
         let rid = self.run.hyphenated();
         let secs = self.opened.map(|t| t.elapsed().as_secs_f64());
         let line = format!(
-            "slot {} attempt {} {}{}",
+            "slot {}{} {}{}",
             e.slot,
-            e.attempt,
+            if e.attempt > 0 {
+                format!(" attempt {}", e.attempt)
+            } else {
+                String::new()
+            },
             match (e.success, e.retrying) {
                 (true, _) => "succeeded".to_owned(),
                 (false, true) => format!("failed ({}), retrying", e.error_code.unwrap_or("?")),

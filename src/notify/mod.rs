@@ -295,6 +295,31 @@ impl Notifier {
         }
     }
 
+    /// `run` could not work the slot (exit 125: the store unreachable, the slot not of the
+    /// schedule): a failure for the monitors, since nothing ran; its reason is on stderr.
+    pub fn not_run(&mut self, slot: Option<Timestamp>) {
+        let Some(a) = self.active.as_deref_mut() else {
+            return;
+        };
+        let Some(c) = a.checkins.as_mut() else {
+            return;
+        };
+        let slot = slot.map_or_else(|| "the current slot".to_owned(), store::rfc3339);
+        let e = checkin::Ended {
+            slot: &slot,
+            attempt: 0,
+            success: false,
+            retrying: false,
+            exit_code: 125,
+            error_code: Some("NOT_RUN"),
+            message: format!(
+                "batchguard could not run it on {} (exit 125); its stderr says why",
+                a.instance
+            ),
+        };
+        c.ended(&mut a.outbox, &e, None);
+    }
+
     /// At exit: the spans exported, every request waited for (at most the timeout), and
     /// those that did not go through said on stderr. `None` when nothing is configured.
     pub fn finish(self) -> Option<Summary> {
