@@ -674,7 +674,62 @@ pub fn url_parts(s: &str) -> Result<(&str, &str), String> {
     if host.is_empty() || host.contains(['{', '}']) {
         return Err("it has no host".into());
     }
+    if !host.ends_with(']')
+        && let Some((name, port)) = host.rsplit_once(':')
+        && (name.is_empty() || port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err("its port is not a number".into());
+    }
     Ok((scheme, host))
+}
+
+#[cfg(test)]
+mod check_in_tests {
+    use super::*;
+
+    #[test]
+    fn check_in_urls_need_http_a_host_and_a_numeric_port() {
+        assert_eq!(
+            url_parts("https://hc-ping.com/KEY/{job}?create=1"),
+            Ok(("https", "hc-ping.com"))
+        );
+        assert_eq!(url_parts("http://[::1]:8000/p"), Ok(("http", "[::1]:8000")));
+        assert!(url_parts("ftp://hc-ping.com/x").is_err());
+        assert!(url_parts("https:///x").is_err());
+        assert!(url_parts("https://{service}.example/x").is_err());
+        assert!(url_parts("http://127.0.0.1:/x").is_err());
+        assert!(url_parts("https://hc-ping.com/a b").is_err());
+        assert_eq!(
+            mask_url("https://user@hc-ping.com/SECRET"),
+            "https://hc-ping.com/…"
+        );
+    }
+
+    #[test]
+    fn a_dsn_gives_its_public_key_host_prefix_and_project() {
+        let p = Dsn("https://pub:legacy@o0.ingest.sentry.io/sub/42".into())
+            .parts()
+            .expect("a DSN");
+        assert_eq!(
+            (
+                p.public_key.as_str(),
+                p.host.as_str(),
+                p.prefix.as_str(),
+                p.project.as_str()
+            ),
+            ("pub", "o0.ingest.sentry.io", "sub", "42")
+        );
+        assert!(
+            Dsn("https://o0.ingest.sentry.io/42".into())
+                .parts()
+                .is_err()
+        );
+        assert!(
+            Dsn("https://k@o0.ingest.sentry.io/".into())
+                .parts()
+                .is_err()
+        );
+    }
 }
 
 /// A URL as it may be shown: scheme and host only; the path of a check-in URL is its key.

@@ -378,3 +378,45 @@ fn protobuf(cfg: &Config, trace_id: &[u8; 16], parent: Option<&Parent>, spans: &
     });
     req
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_is_version_00_with_non_zero_ids() {
+        let p = parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .expect("valid");
+        assert_eq!(p.flags, 1);
+        assert_eq!(p.span_id, [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]);
+        for bad in [
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "garbage",
+        ] {
+            assert_eq!(parse_traceparent(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn otel_pairs_are_trimmed_and_percent_decoded() {
+        assert_eq!(
+            pairs(" a = b%20c ,,=x, k=v%2Cw,bad%zz=1%"),
+            [
+                ("a".to_owned(), "b c".to_owned()),
+                ("k".to_owned(), "v,w".to_owned()),
+                ("bad%zz".to_owned(), "1%".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn varints_are_little_endian_groups_of_seven_bits() {
+        let mut b = Vec::new();
+        pb::varint(&mut b, 300);
+        assert_eq!(b, [0xac, 0x02]);
+    }
+}
