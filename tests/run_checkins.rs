@@ -463,3 +463,44 @@ fn a_slot_that_could_not_run_is_a_failure_for_the_monitor() {
         "{body}"
     );
 }
+
+#[test]
+fn a_tick_that_finds_the_lease_held_tells_the_monitor_nothing() {
+    let hc = Recorder::start(Answer::Status(200));
+    let m = monitor(&[
+        format!("healthchecks: \"{}/hc/u\"", hc.base),
+        "already_succeeded: fail".into(),
+    ]);
+    // The holder says it started, then waits for the test's go.
+    let c = Case::new(
+        "",
+        &m,
+        NO_RETRY,
+        &sh("echo up > started; while [ ! -e go ]; do sleep 0.02; done"),
+    );
+    let mut holder = Command::new(bin());
+    holder
+        .current_dir(c.dir.path())
+        .args(["run", "--manifest", "m.batchguard.yaml", "--job", "j"])
+        .args(["--instance", "holder", "--scheduled-at", SLOT])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut holder = holder.spawn().expect("holder");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !c.path("started").exists() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the holder never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = c.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("held by holder"), "{}", stderr(&o));
+    std::fs::write(c.path("go"), "").expect("go");
+    assert!(holder.wait().expect("wait").success());
+    // The holder's start and success; nothing from the tick that was turned away.
+    let paths: Vec<String> = hc.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/hc/u/start", "/hc/u"]);
+}
