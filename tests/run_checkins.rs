@@ -308,7 +308,7 @@ fn a_black_holed_or_refusing_monitor_neither_holds_nor_fails_the_job() {
             refusing.base.replacen("http://", "http://k@", 1) + "/7"
         ),
         "  monitor_slug: j".into(),
-        "timeout: 1s".into(),
+        "timeout: 3s".into(),
     ]);
     let c = Case::new("", &m, NO_RETRY, &sh("echo ran > ran.txt"));
     let o = c.run(&["--report", "r.json"]);
@@ -341,7 +341,7 @@ fn a_black_holed_or_refusing_monitor_neither_holds_nor_fails_the_job() {
     assert!(
         failed
             .iter()
-            .any(|f| f.starts_with("healthchecks start") && f.contains("no answer within 1000 ms"))
+            .any(|f| f.starts_with("healthchecks start") && f.contains("no answer within 3000 ms"))
             || failed.iter().any(|f| f.contains("still on their way")),
         "{failed:?}"
     );
