@@ -21,6 +21,7 @@ mod ledger;
 mod lint;
 mod live;
 mod manifest;
+mod notify;
 mod process;
 mod project;
 mod report;

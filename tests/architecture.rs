@@ -55,10 +55,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     // The guard and its store.
     ("store", &["db", "ledger", "text"]),
+    // Check-ins and spans: what `run` tells monitors and collectors.
+    ("notify", &["manifest", "store"]),
     (
         "guard",
         &[
-            "config", "db", "manifest", "process", "schedule", "snapshot", "store", "text",
+            "config", "db", "manifest", "notify", "process", "schedule", "snapshot", "store",
+            "text",
         ],
     ),
     // The drill: real `run` processes in sandboxes, judged by what the sandbox holds.

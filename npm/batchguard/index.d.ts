@@ -40,6 +40,8 @@ export interface Run {
   /** When `signal` fires for the deadline (deadline - grace). */
   readonly abortAt: Date;
   readonly trigger: "schedule" | "retry" | "catch_up" | "manual";
+  /** The attempt's span as a W3C traceparent when `run` exports spans (OTEL_EXPORTER_OTLP_ENDPOINT), else null. */
+  readonly traceparent: string | null;
   /** Aborted at deadline - grace, or when the process is told to stop. */
   readonly signal: AbortSignal;
   /** Records one applied output in the outputs ledger; rejects after the deadline. */

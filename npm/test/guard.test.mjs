@@ -241,3 +241,37 @@ test("exitOnDeadline: the process exits with 124 once the guard has recorded the
   assert.match(stderr, /still running at the deadline; exiting \(exitOnDeadline\)/);
   assert.deepEqual(events(options, "event = 'end'").map((e) => e.error_code), ["TTL_EXCEEDED"]);
 });
+
+test("with an OTLP endpoint, run.traceparent is the attempt's span, exported when the call ends", async () => {
+  const { options } = setup("otel");
+  const http = await import("node:http");
+  const received = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      received.push({ url: req.url, body: Buffer.concat(chunks).toString() });
+      res.end("{}");
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${server.address().port}`;
+  process.env.OTEL_EXPORTER_OTLP_PROTOCOL = "http/json";
+  try {
+    let seen;
+    const result = await guard({ ...options, scheduledAt: S }, (run) => { seen = run.traceparent; });
+    assert.equal(result.status, "succeeded");
+    assert.match(seen, /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    assert.equal(received.length, 1);
+    assert.equal(received[0].url, "/v1/traces");
+    const span = JSON.parse(received[0].body).resourceSpans[0].scopeSpans[0].spans[0];
+    assert.equal(seen, `00-${span.traceId}-${span.spanId}-01`);
+  } finally {
+    delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+    delete process.env.OTEL_EXPORTER_OTLP_PROTOCOL;
+    server.close();
+  }
+  let without;
+  await guard({ ...options, scheduledAt: minute(1) }, (run) => { without = run.traceparent; });
+  assert.equal(without, null, "no endpoint, no span");
+});

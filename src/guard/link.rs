@@ -43,6 +43,8 @@ pub struct Granted<'a> {
     pub deadline: Timestamp,
     pub abort_at: Timestamp,
     pub trigger: &'a str,
+    /// The attempt's span as a W3C `traceparent`, when spans are exported.
+    pub traceparent: Option<String>,
 }
 
 impl Link {
@@ -95,7 +97,7 @@ impl Link {
         deadline: Instant,
         grace: Duration,
     ) -> Outcome {
-        self.send(&json!({
+        let mut acquired = json!({
             "event": "acquired",
             "slot": crate::store::rfc3339(g.slot),
             "attempt": g.attempt,
@@ -104,7 +106,11 @@ impl Link {
             "deadline": crate::store::rfc3339(g.deadline),
             "abortAt": crate::store::rfc3339(g.abort_at),
             "trigger": g.trigger,
-        }));
+        });
+        if let Some(tp) = &g.traceparent {
+            acquired["traceparent"] = json!(tp);
+        }
+        self.send(&acquired);
         let ended = |exit, stopped, tail: Vec<u8>| Outcome {
             exit,
             stopped,

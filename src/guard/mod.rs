@@ -76,7 +76,30 @@ pub fn run(opts: &Options) -> u8 {
     let mut link = opts.link.then(link::Link::start);
     let mut report = report::Report::new(&opts.job, opts.scheduled_at);
     let code = match plan::plan(opts) {
-        Ok(plan) => guarded(opts, &plan, &mut report, &mut link),
+        Ok(plan) => {
+            // A drill's runs are rehearsals in a sandbox: they page no monitor and add no
+            // span to production traces.
+            let drilled =
+                opts.drill.snapshot.is_some() || opts.drill.barrier || opts.drill.no_delay;
+            let mut notify = if drilled {
+                crate::notify::Notifier::off()
+            } else {
+                crate::notify::Notifier::new(
+                    plan.monitor.as_ref(),
+                    &plan.job_name,
+                    &plan.service,
+                    &plan.instance,
+                )
+            };
+            let code = guarded(opts, &plan, &mut report, &mut link, &mut notify);
+            if code == CANNOT_RUN && report.outcome == "not_run" {
+                // The store could not be reached (or the slot not found): the slot did not
+                // run, which is what a monitor is for.
+                notify.not_run(report.scheduled_at);
+            }
+            report.notifications = notify.finish();
+            code
+        }
         Err(e) => cannot(&link, e.code, e.message),
     };
     report.exit_code = i32::from(code);
@@ -218,6 +241,8 @@ struct Guard<'a> {
     apart: Option<Apart>,
     /// The driver of `--link`, when there is one.
     link: &'a mut Option<link::Link>,
+    /// Check-ins and spans (`crate::notify`), when configured.
+    notify: &'a mut crate::notify::Notifier,
 }
 
 /// SPEC 7.1 as steps: open the store and write leftovers; find the slot and any unfinished
@@ -227,6 +252,7 @@ fn guarded(
     plan: &Plan,
     report: &mut report::Report,
     link: &mut Option<link::Link>,
+    notify: &mut crate::notify::Notifier,
 ) -> u8 {
     let st = match store::open(&plan.store) {
         Ok(s) => s,
@@ -241,6 +267,7 @@ fn guarded(
         st,
         apart: Apart::new(opts, plan),
         link,
+        notify,
     };
     // Leftovers first: spooled writes, and outputs of runs that died.
     if let Err(e) = catch_up(g.st.as_mut(), plan.store.raw()) {
@@ -370,6 +397,7 @@ impl Guard<'_> {
         let mut trigger = first;
         let mut run_id = new_run_id();
         let mut worked = Worked::not_run(CANNOT_RUN);
+        self.notify.begin_slot();
         if trigger == Trigger::Manual {
             let ev = plan.event(
                 &run_id,
@@ -499,6 +527,13 @@ impl Guard<'_> {
                 eprintln!("batchguard run: {e}");
             }
         }
+        self.notify.started(&crate::notify::Attempt {
+            slot,
+            attempt: acquired.attempt,
+            fence: acquired.fence,
+            run_id,
+            trigger: trigger.as_str(),
+        });
         Acquire::Taken(Taken {
             key,
             sent,
@@ -541,6 +576,14 @@ impl Guard<'_> {
         if let Err(e) = self.record(ev) {
             eprintln!("batchguard run: {e}");
         }
+        let at = crate::notify::Attempt {
+            slot,
+            attempt: 0,
+            fence: 0,
+            run_id,
+            trigger: trigger.as_str(),
+        };
+        self.notify.skipped(&at, &why, &reason);
         let outcome = match why {
             store::Refusal::Exhausted { .. } | store::Refusal::DeadLettered => "dead_lettered",
             _ => "skipped",
@@ -593,7 +636,7 @@ impl Guard<'_> {
                 plan.argv(slot, run_id, attempt, taken.snapshot_path.as_deref())
             }
         });
-        let env = plan.env(
+        let mut env = plan.env(
             slot,
             run_id,
             attempt,
@@ -603,6 +646,9 @@ impl Guard<'_> {
             &outputs_path,
             &error_path,
         );
+        if let Some(tp) = self.notify.traceparent() {
+            env.push(("TRACEPARENT".into(), tp));
+        }
         let result = match (&argv, self.link.as_mut()) {
             (Ok(_), Some(l)) => Ok(l.attempt(
                 &link::Granted {
@@ -615,6 +661,7 @@ impl Guard<'_> {
                         .checked_sub(SignedDuration::try_from(plan.grace).unwrap_or_default())
                         .unwrap_or(deadline_wall),
                     trigger: trigger.as_str(),
+                    traceparent: self.notify.traceparent(),
                 },
                 &outputs_path,
                 &error_path,
@@ -737,6 +784,19 @@ impl Guard<'_> {
             (_, true) => "dead_lettered",
             _ => "failed",
         };
+        let success = class.class == Class::Success;
+        self.notify.ended(
+            slot,
+            attempt,
+            &crate::notify::Outcome {
+                outcome,
+                success,
+                retrying: retry_after.is_some() && !self.link.as_ref().is_some_and(|l| l.gone),
+                exit_code: code,
+                error_code: (!success).then_some(class.code.as_str()),
+                message: last_line(&class.stderr_tail).unwrap_or_else(|| class.message.clone()),
+            },
+        );
         Next {
             attempt: report::Attempt {
                 attempt,

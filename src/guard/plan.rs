@@ -34,6 +34,8 @@ pub struct Plan {
     pub tick_tolerance: Option<Duration>,
     /// `retry.catch_up`, when the manifest sets it (item 20).
     pub catch_up: Option<Duration>,
+    /// `monitor`: where check-ins go (docs/checkins.md).
+    pub monitor: Option<crate::manifest::model::Monitor>,
 }
 
 /// The `batchguard.toml` `run` reads: `--config`, else the nearest one above the manifest,
@@ -333,7 +335,14 @@ fn steps(opts: &Options, code: &mut &'static str) -> Result<Plan, String> {
         .catch_up
         .value()
         .map(|d| Duration::from_secs(d.secs()));
+    if matches!(job.monitor, Field::Invalid) {
+        eprintln!(
+            "batchguard run: note: job `{}` has an invalid `monitor`: no check-in is sent (`batchguard lint {shown}` shows why)",
+            opts.job
+        );
+    }
     let plan = Plan {
+        monitor: job.monitor.value().cloned(),
         store: store_url,
         store_from,
         tick_tolerance: settings

@@ -36,6 +36,9 @@ pub struct Report {
     /// An unfinished earlier slot this run caught up before its own (SPEC 7.1 item 20).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub caught_up: Option<CaughtUp>,
+    /// Check-ins and spans sent, and those that did not go through (when configured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<crate::notify::http::Summary>,
 }
 
 /// The catch-up a run did before its own slot.
@@ -60,6 +63,7 @@ impl Report {
             exit_code: 125,
             attempts: vec![],
             caught_up: None,
+            notifications: None,
         }
     }
 

@@ -536,6 +536,239 @@ section! {
     }
 }
 
+word_enum! {
+    /// What a tick that finds its slot already succeeded tells the monitor.
+    AlreadySucceeded { Log = "log", Fail = "fail", Ignore = "ignore" }
+}
+
+/// A check-in URL (`https://hc-ping.com/…`, `https://cronitor.link/p/…`): http or https,
+/// with a host; it may use `{job}` and `{service}` so one `defaults.monitor` serves every
+/// job (a Healthchecks slug URL, a Cronitor monitor key).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PingUrl(pub String);
+
+impl FromNode for PingUrl {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        let s = cx.expect_str(node, "an http(s) URL")?;
+        if !cx.check_template(node, s) {
+            return None;
+        }
+        match url_parts(s) {
+            Ok(_) => Some(PingUrl(s.to_owned())),
+            Err(why) => {
+                cx.invalid(
+                    node,
+                    &format!("`{}` is not a check-in URL: {why}", mask_url(s)),
+                );
+                None
+            }
+        }
+    }
+}
+
+impl JsonSchema for PingUrl {
+    fn schema_name() -> Cow<'static, str> {
+        "PingUrl".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "pattern": "^https?://[^/?#\\s]+",
+            "description": "An http(s) URL; may use {job} and {service}."
+        })
+    }
+}
+
+/// A Sentry DSN, `https://PUBLIC_KEY@HOST/PROJECT_ID` (the public key is all a check-in
+/// needs; a legacy `KEY:SECRET` is accepted and the secret never sent).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dsn(pub String);
+
+/// The parts of a DSN a check-in is sent with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DsnParts {
+    pub scheme: String,
+    pub public_key: String,
+    /// `host[:port]`.
+    pub host: String,
+    /// The path before the project id (usually empty).
+    pub prefix: String,
+    pub project: String,
+}
+
+impl Dsn {
+    pub fn parts(&self) -> Result<DsnParts, String> {
+        let (scheme, rest) = split_scheme(&self.0)?;
+        let (user, hostpath) = rest
+            .split_once('@')
+            .ok_or("it has no public key (`https://PUBLIC_KEY@HOST/PROJECT_ID`)")?;
+        let public_key = user.split(':').next().unwrap_or_default();
+        if public_key.is_empty() {
+            return Err("its public key is empty".into());
+        }
+        let (host, path) = hostpath.split_once('/').unwrap_or((hostpath, ""));
+        if host.is_empty() {
+            return Err("it has no host".into());
+        }
+        let path = path.trim_end_matches('/');
+        let (prefix, project) = path.rsplit_once('/').unwrap_or(("", path));
+        if project.is_empty() || !project.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err("it does not end with a project id (`…/PROJECT_ID`)".into());
+        }
+        Ok(DsnParts {
+            scheme: scheme.to_owned(),
+            public_key: public_key.to_owned(),
+            host: host.to_owned(),
+            prefix: prefix.to_owned(),
+            project: project.to_owned(),
+        })
+    }
+}
+
+impl FromNode for Dsn {
+    fn from_node(node: &Node, cx: &mut LoadCx) -> Option<Self> {
+        let s = cx.expect_str(node, "a Sentry DSN (https://PUBLIC_KEY@HOST/PROJECT_ID)")?;
+        let dsn = Dsn(s.to_owned());
+        match dsn.parts() {
+            Ok(_) => Some(dsn),
+            Err(why) => {
+                cx.invalid(
+                    node,
+                    &format!("`{}` is not a Sentry DSN: {why}", mask_url(s)),
+                );
+                None
+            }
+        }
+    }
+}
+
+impl JsonSchema for Dsn {
+    fn schema_name() -> Cow<'static, str> {
+        "Dsn".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "pattern": "^https?://[^@/\\s]+@[^/\\s]+/(.+/)?[A-Za-z0-9]+/?$",
+            "description": "A Sentry DSN: https://PUBLIC_KEY@HOST/PROJECT_ID."
+        })
+    }
+}
+
+fn split_scheme(s: &str) -> Result<(&str, &str), String> {
+    if s.chars().any(char::is_whitespace) {
+        return Err("it contains white space".into());
+    }
+    for scheme in ["https", "http"] {
+        if let Some(rest) = s.strip_prefix(scheme).and_then(|r| r.strip_prefix("://")) {
+            return Ok((scheme, rest));
+        }
+    }
+    Err("it does not start with https:// or http://".into())
+}
+
+/// The scheme and host of a check-in URL, or why it is not one.
+pub fn url_parts(s: &str) -> Result<(&str, &str), String> {
+    let (scheme, rest) = split_scheme(s)?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    if host.is_empty() || host.contains(['{', '}']) {
+        return Err("it has no host".into());
+    }
+    if !host.ends_with(']')
+        && let Some((name, port)) = host.rsplit_once(':')
+        && (name.is_empty() || port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err("its port is not a number".into());
+    }
+    Ok((scheme, host))
+}
+
+#[cfg(test)]
+mod check_in_tests {
+    use super::*;
+
+    #[test]
+    fn check_in_urls_need_http_a_host_and_a_numeric_port() {
+        assert_eq!(
+            url_parts("https://hc-ping.com/KEY/{job}?create=1"),
+            Ok(("https", "hc-ping.com"))
+        );
+        assert_eq!(url_parts("http://[::1]:8000/p"), Ok(("http", "[::1]:8000")));
+        assert!(url_parts("ftp://hc-ping.com/x").is_err());
+        assert!(url_parts("https:///x").is_err());
+        assert!(url_parts("https://{service}.example/x").is_err());
+        assert!(url_parts("http://127.0.0.1:/x").is_err());
+        assert!(url_parts("https://hc-ping.com/a b").is_err());
+        assert_eq!(
+            mask_url("https://user@hc-ping.com/SECRET"),
+            "https://hc-ping.com/…"
+        );
+    }
+
+    #[test]
+    fn a_dsn_gives_its_public_key_host_prefix_and_project() {
+        let p = Dsn("https://pub:legacy@o0.ingest.sentry.io/sub/42".into())
+            .parts()
+            .expect("a DSN");
+        assert_eq!(
+            (
+                p.public_key.as_str(),
+                p.host.as_str(),
+                p.prefix.as_str(),
+                p.project.as_str()
+            ),
+            ("pub", "o0.ingest.sentry.io", "sub", "42")
+        );
+        assert!(
+            Dsn("https://o0.ingest.sentry.io/42".into())
+                .parts()
+                .is_err()
+        );
+        assert!(
+            Dsn("https://k@o0.ingest.sentry.io/".into())
+                .parts()
+                .is_err()
+        );
+    }
+}
+
+/// A URL as it may be shown: scheme and host only; the path of a check-in URL is its key.
+pub fn mask_url(s: &str) -> String {
+    match url_parts(s) {
+        Ok((scheme, host)) => format!("{scheme}://{host}/…"),
+        Err(_) => "…".into(),
+    }
+}
+
+section! {
+    /// A Sentry Crons monitor: check-ins go to the DSN's project as envelopes.
+    pub struct Sentry {
+        /// The project's DSN: https://PUBLIC_KEY@HOST/PROJECT_ID.
+        dsn: Dsn,
+        /// The monitor's slug; may use {job} and {service}.
+        monitor_slug: Template,
+        /// The check-ins' environment (Sentry's default: production).
+        environment: String,
+    }
+}
+
+section! {
+    /// Check-ins from `run` to the monitors that watch the job (docs/checkins.md).
+    pub struct Monitor {
+        /// Healthchecks.io ping URL (https://hc-ping.com/UUID, or PING_KEY/{job}).
+        healthchecks: PingUrl,
+        /// Cronitor telemetry URL (https://cronitor.link/p/API_KEY/{job}).
+        cronitor: PingUrl,
+        sentry: Sentry,
+        /// The most one check-in may take, and `run` waits for them at exit (default 2s).
+        timeout: Duration,
+        /// log | fail | ignore: what a tick that finds its slot already succeeded sends
+        /// (default log).
+        already_succeeded: AlreadySucceeded,
+    }
+}
+
 section! {
     /// One scheduled job.
     pub struct Job {
@@ -568,6 +801,8 @@ section! {
         /// This job's own platform, scheduler or instances, for a service whose jobs run
         /// on more than one platform: each field given overrides the manifest's.
         deployment: Deployment,
+        /// Check-ins to Healthchecks, Cronitor or Sentry Crons (docs/checkins.md).
+        monitor: Monitor,
     }
 }
 

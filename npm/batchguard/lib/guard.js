@@ -238,6 +238,7 @@ class Link {
       deadline: new Date(message.deadline),
       abortAt: new Date(message.abortAt),
       trigger: message.trigger,
+      traceparent: message.traceparent === undefined ? null : message.traceparent,
       signal: controller.signal,
       output: (key) => this.output(attempt, key),
     });
