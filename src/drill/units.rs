@@ -7,7 +7,8 @@
 //! Units run at the same time (`--jobs N`) only when their state is known to be apart:
 //! the job declares `replay.setup`, or the first unit's first scenario left state in its
 //! sandbox directory (`BATCHGUARD_SANDBOX`). In the second case the other units start as
-//! soon as that fact is seen, while the first unit goes on. Otherwise they run one after
+//! soon as a file appears there (while the first scenario is still running), and the first
+//! unit goes on. Otherwise they run one after
 //! the other. Results are kept by unit index, so reports list scenarios in their fixed
 //! order whatever finished first.
 
@@ -158,17 +159,19 @@ fn run_unit(
     untouched: Option<&Sandbox>,
     probe: Option<mpsc::Sender<bool>>,
 ) -> Result<UnitOut, String> {
-    let tell = |probe: &mut Option<mpsc::Sender<bool>>, v: bool| {
-        if let Some(p) = probe.take() {
+    // Told once: by the watcher below as soon as the sandbox directory holds a file, or
+    // after the first scenario.
+    let probe = Mutex::new(probe);
+    let tell = |v: bool| {
+        if let Some(p) = probe.lock().ok().and_then(|mut p| p.take()) {
             let _ = p.send(v);
         }
     };
-    let mut probe = probe;
     let clean = unit.scenarios.first() == Some(&Scenario::Clean);
     let sb = match root.sandbox(unit.name, clean) {
         Ok(sb) => sb,
         Err(e) => {
-            tell(&mut probe, false);
+            tell(false);
             return Err(e);
         }
     };
@@ -177,18 +180,18 @@ fn run_unit(
     let mut results = Vec::with_capacity(unit.scenarios.len());
     match ready {
         Err(why) => {
-            tell(&mut probe, false);
+            tell(false);
             for &sc in &unit.scenarios {
                 results.push(not_run(cx, sc, &why));
             }
         }
         Ok(()) => {
             for &sc in &unit.scenarios {
-                let r = scenario(cx, &sb, sc);
+                let r = watched(&probe, &sb, || scenario(cx, &sb, sc));
                 let mut r = match r {
                     Ok(r) => r,
                     Err(e) => {
-                        tell(&mut probe, false);
+                        tell(false);
                         let _ = external::teardown(cx, &sb);
                         return Err(e);
                     }
@@ -199,7 +202,7 @@ fn run_unit(
                     shared(&mut r, why);
                 }
                 let wrote = std::fs::read_dir(&sb.state).is_ok_and(|mut d| d.next().is_some());
-                tell(&mut probe, wrote);
+                tell(wrote);
                 results.push(r);
             }
         }
@@ -211,6 +214,35 @@ fn run_unit(
         results,
         teardown,
         released,
+    })
+}
+
+/// Runs `f`; while it runs and `probe` is not told yet, tells it `true` as soon as the
+/// sandbox directory holds a file (the job keeps its state there), so the other sandboxes
+/// start while the first scenario is still running rather than after it.
+fn watched<T>(probe: &Mutex<Option<mpsc::Sender<bool>>>, sb: &Sandbox, f: impl FnOnce() -> T) -> T {
+    let waiting = probe.lock().is_ok_and(|p| p.is_some());
+    if !waiting {
+        return f();
+    }
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // A poll, not inotify: the fact is needed once, and 5 ms is far below a
+            // scenario's length.
+            while !done.load(Ordering::Relaxed) {
+                if std::fs::read_dir(&sb.state).is_ok_and(|mut d| d.next().is_some()) {
+                    if let Some(p) = probe.lock().ok().and_then(|mut p| p.take()) {
+                        let _ = p.send(true);
+                    }
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        });
+        let out = f();
+        done.store(true, Ordering::Relaxed);
+        out
     })
 }
 
