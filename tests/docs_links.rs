@@ -6,17 +6,6 @@ use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
-/// Pages that arrive with the features they document, listed together in `docs/README.md`:
-/// a link to one of them is accepted while it is absent, and checked once it exists.
-const PAGES_WITH_FEATURES: [&str; 6] = [
-    "docs/crontab-runners.md",
-    "docs/deploy-units.md",
-    "docs/lint-inputs.md",
-    "docs/integrations.md",
-    "docs/checkins.md",
-    "docs/opentelemetry.md",
-];
-
 /// README.md and every Markdown file under docs/, as paths relative to the repository.
 fn pages() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -132,12 +121,7 @@ fn broken_links() -> Vec<String> {
                 resolve(dir, file)
             };
             if !file.exists() {
-                let pending = PAGES_WITH_FEATURES.iter().any(|x| Path::new(x) == file);
-                if pending {
-                    eprintln!("{at}: not here yet (a page that comes with its feature)");
-                } else {
-                    broken.push(format!("{at}: {} does not exist", file.display()));
-                }
+                broken.push(format!("{at}: {} does not exist", file.display()));
                 continue;
             }
             let Some(anchor) = anchor else { continue };
@@ -203,28 +187,4 @@ fn the_checker_sees_slugs_files_and_anchors() {
         resolve(Path::new("docs/commands"), "../../examples/x.json"),
         PathBuf::from("examples/x.json")
     );
-}
-
-/// The pages that come with their features are linked from the index, in one marked list,
-/// so whoever merges them sees at once which are still absent.
-#[test]
-fn the_index_lists_the_pages_that_come_with_their_features() {
-    let index = std::fs::read_to_string("docs/README.md").expect("docs/README.md");
-    let a = index
-        .find("<!-- pages-with-features:start -->")
-        .expect("start marker");
-    let b = index
-        .find("<!-- pages-with-features:end -->")
-        .expect("end marker");
-    let list = &index[a..b];
-    for page in PAGES_WITH_FEATURES {
-        let name = page.trim_start_matches("docs/");
-        assert!(
-            list.contains(&format!("]({name})")),
-            "{page} is not in the list"
-        );
-        if !Path::new(page).exists() {
-            eprintln!("{page}: not here yet");
-        }
-    }
 }
