@@ -15,9 +15,14 @@ One command: builds batchguard (release), writes the snapshot, then prints side 
     the tree's CPU minus what the job's executions and replay.verify used (the drill's
     report says, `job_cpu_seconds`, measured by the tap that reaps each execution).
 
-    python3 scripts/bench-drill.py [--records 10000] [--runs 3] [--jobs 1,2]
+    python3 scripts/bench-drill.py [--records 10000] [--runs 3] [--jobs 1,2] [--state files|pg]
 
-Needs `node` on PATH.
+`--state pg` drills `settle-pg` of examples/jobs/settle-pg.batchguard.yaml instead: a job
+whose state is a PostgreSQL schema per sandbox (replay.setup/teardown), one statement per
+payment through `psql` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test); the
+job alone then runs in a schema of its own made and dropped outside the timing.
+
+Needs `node` on PATH (and `psql` with `--state pg`).
 """
 import argparse
 import json
@@ -35,8 +40,12 @@ import cargo_target  # scripts/cargo_target.py: where cargo puts the binaries
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RELEASE = cargo_target.profile_dir("release")
-JOB = ROOT / "examples" / "jobs" / "settle-idempotent.js"
-MANIFEST = ROOT / "examples" / "jobs" / "billing.batchguard.yaml"
+JOBS = ROOT / "examples" / "jobs"
+# --state: (the job's script, its manifest, the job's name)
+STATES = {
+    "files": (JOBS / "settle-idempotent.js", JOBS / "billing.batchguard.yaml", "settle-payments"),
+    "pg": (JOBS / "settle-pg.js", JOBS / "settle-pg.batchguard.yaml", "settle-pg"),
+}
 SLOT = "2026-03-01T02:00:00Z"
 
 
@@ -60,7 +69,12 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", default="1,2",
                     help="comma-separated --jobs settings of the drill to compare (default 1,2)")
+    ap.add_argument("--state", choices=sorted(STATES), default="files",
+                    help="the job drilled: state in files under the sandbox, or in PostgreSQL")
     a = ap.parse_args()
+    JOB, MANIFEST, NAME = STATES[a.state]
+    if a.state == "pg" and shutil.which("psql") is None:
+        sys.exit("bench-drill: --state pg needs psql on PATH")
     jobs_list = [int(j) for j in a.jobs.split(",") if j.strip()]
     if shutil.which("node") is None:
         sys.exit("bench-drill: node is not on PATH")
@@ -84,7 +98,7 @@ def main():
             # the same load of the shared machine, round by round.
             for j in jobs_list:
                 out = work / f"drill-{run}-{j}.json"
-                p, wall, cpu = timed([bg, "drill", "--manifest", str(MANIFEST), "--job", "settle-payments",
+                p, wall, cpu = timed([bg, "drill", "--manifest", str(MANIFEST), "--job", NAME,
                                       "--snapshot", str(snap), "--scheduled-at", SLOT,
                                       "--jobs", str(j), "--format", "json", "--out", str(out)])
                 if p.returncode != 0:
@@ -107,14 +121,23 @@ def main():
             # As under `run`: it reports each applied key to its outputs file.
             env = dict(os.environ, BATCHGUARD_SANDBOX=str(state),
                        BATCHGUARD_OUTPUTS=str(work / f"outputs-{run}"), BATCHGUARD_FENCE="1")
+            if a.state == "pg":
+                # Its own schema, as replay.setup makes one per sandbox (not timed).
+                state.mkdir(parents=True)
+                subprocess.run(["node", str(JOBS / "pg-state.js"), "setup"], env=env, cwd=ROOT,
+                               check=True, stdout=subprocess.DEVNULL)
             p, wall, cpu = timed(["node", str(JOB), "--input", str(snap)], env)
+            if a.state == "pg":
+                subprocess.run(["node", str(JOBS / "pg-state.js"), "teardown"], env=env, cwd=ROOT,
+                               check=True, stdout=subprocess.DEVNULL)
             if p.returncode != 0:
                 sys.exit(p.stderr.decode())
             job_walls.append(wall)
             job_cpus.append(cpu)
             shutil.rmtree(alone, ignore_errors=True)
         job = statistics.median(job_walls)
-        print(f"records: {a.records}, runs: {a.runs} (medians), cores: {os.cpu_count()}")
+        print(f"job: {NAME} (state: {a.state}), records: {a.records}, runs: {a.runs} (medians), "
+              f"cores: {os.cpu_count()}")
         print(f"{'':32}{'wall s':>10}{'x job':>8}")
         print(f"{'job alone (node, one run)':32}{job:>10.3f}")
         for j in jobs_list:
