@@ -675,9 +675,24 @@ pub fn url_parts(s: &str) -> Result<(&str, &str), String> {
     if host.is_empty() || host.contains(['{', '}']) {
         return Err("it has no host".into());
     }
-    if !host.ends_with(']')
-        && let Some((name, port)) = host.rsplit_once(':')
-        && (name.is_empty() || port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()))
+    let numeric = |port: &str| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    if let Some(inner) = host.strip_prefix('[') {
+        // An IPv6 literal: `[ADDR]` or `[ADDR]:PORT`.
+        let Some((addr, after)) = inner.split_once(']') else {
+            return Err("its IPv6 address has no closing `]`".into());
+        };
+        if addr.is_empty()
+            || !addr
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        {
+            return Err("its IPv6 address is not one".into());
+        }
+        if !after.is_empty() && !after.strip_prefix(':').is_some_and(numeric) {
+            return Err("its port is not a number".into());
+        }
+    } else if let Some((name, port)) = host.rsplit_once(':')
+        && (name.is_empty() || !numeric(port))
     {
         return Err("its port is not a number".into());
     }
@@ -699,6 +714,12 @@ mod check_in_tests {
         assert!(url_parts("https:///x").is_err());
         assert!(url_parts("https://{service}.example/x").is_err());
         assert!(url_parts("http://127.0.0.1:/x").is_err());
+        assert!(url_parts("http://[::1/x").is_err());
+        assert!(url_parts("http://[::1]x/p").is_err());
+        assert!(url_parts("http://[zz]/p").is_err());
+        assert_eq!(url_parts("http://[::1]/p"), Ok(("http", "[::1]")));
+        assert_eq!(mask_url("ftp://user:key@host/x"), "ftp://…");
+        assert_eq!(mask_url("not a url"), "…");
         assert!(url_parts("https://hc-ping.com/a b").is_err());
         assert_eq!(
             mask_url("https://user@hc-ping.com/SECRET"),
@@ -737,7 +758,19 @@ mod check_in_tests {
 pub fn mask_url(s: &str) -> String {
     match url_parts(s) {
         Ok((scheme, host)) => format!("{scheme}://{host}/…"),
-        Err(_) => "…".into(),
+        // The scheme alone, when it looks like one: the rest may hold a key.
+        Err(_) => match s.split_once("://") {
+            Some((scheme, _))
+                if !scheme.is_empty()
+                    && scheme.len() <= 16
+                    && scheme
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b)) =>
+            {
+                format!("{scheme}://…")
+            }
+            _ => "…".into(),
+        },
     }
 }
 
