@@ -504,3 +504,39 @@ fn a_tick_that_finds_the_lease_held_tells_the_monitor_nothing() {
     let paths: Vec<String> = hc.requests().into_iter().map(|r| r.path).collect();
     assert_eq!(paths, ["/hc/u/start", "/hc/u"]);
 }
+
+/// Sentry Crons files check-ins by slug: a Sentry monitor without `monitor_slug` is a
+/// missing field at lint time (BG003), not only a note when `run` starts.
+#[test]
+fn lint_reports_a_sentry_monitor_without_its_slug() {
+    let without = monitor(&[
+        "sentry:".into(),
+        "  dsn: \"https://abc@o0.ingest.sentry.io/42\"".into(),
+    ]);
+    let c = Case::new("", &without, NO_RETRY, &sh("true"));
+    let v = common::lint_json(c.dir.path());
+    let bg003: Vec<&str> = common::findings(&v, "BG003")
+        .into_iter()
+        .map(common::message)
+        .collect();
+    assert!(
+        bg003
+            .iter()
+            .any(|m| m.contains("the Sentry monitor has no `monitor_slug`")),
+        "{bg003:?}"
+    );
+    let with = monitor(&[
+        "sentry:".into(),
+        "  dsn: \"https://abc@o0.ingest.sentry.io/42\"".into(),
+        "  monitor_slug: \"{job}\"".into(),
+    ]);
+    let c = Case::new("", &with, NO_RETRY, &sh("true"));
+    let v = common::lint_json(c.dir.path());
+    assert!(
+        common::findings(&v, "BG003")
+            .into_iter()
+            .map(common::message)
+            .all(|m| !m.contains("monitor_slug")),
+        "{v}"
+    );
+}

@@ -7,8 +7,9 @@ use crate::project::Analysis;
 
 declare_rule! {
     /// ## What it does
-    /// Reports a job without `name`, `schedule` or `expected_duration`, and a lock without
-    /// `ttl`. (A missing lock,
+    /// Reports a job without `name`, `schedule` or `expected_duration`, a lock without
+    /// `ttl`, and a Sentry monitor without `monitor_slug` (Sentry Crons files check-ins by
+    /// slug: without one `run` can send it nothing). (A missing lock,
     /// idempotency, retry, dead letter or runbook field has a rule of its own.)
     ///
     /// Also a Kubernetes CronJob without `spec.schedule` where it would be deployed: the
@@ -100,6 +101,18 @@ impl Rule for MissingField {
                 lock.span,
                 format!("job `{}`: the lock has no `ttl`", cx.job_name()),
                 "add `ttl:` of 2-3x expected_duration, so a crashed run's lock expires",
+            );
+        }
+        if let Some(sentry) = job.monitor.value().and_then(|m| m.sentry.value())
+            && sentry.monitor_slug.is_absent()
+        {
+            out.emit_with_help(
+                sentry.span,
+                format!(
+                    "job `{}`: the Sentry monitor has no `monitor_slug`, so `run` can send it no check-in",
+                    cx.job_name()
+                ),
+                "add `monitor_slug:` (the slug of the Sentry Crons monitor; `{job}` fills in the job's name)",
             );
         }
         for (field, absent, help) in missing {
