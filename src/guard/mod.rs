@@ -1251,16 +1251,9 @@ fn hold_run_dir(dir: &Path) -> std::io::Result<std::fs::File> {
 
 /// A run id: unique without coordination (time, pid and 64 random bits).
 pub fn new_run_id() -> String {
-    use std::io::Read;
     let mut r = [0u8; 8];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut r))
-        .is_ok();
-    let rand = if ok {
-        u64::from_le_bytes(r)
-    } else {
-        u64::from(std::process::id()).rotate_left(32) ^ (Timestamp::now().as_nanosecond() as u64)
-    };
+    crate::notify::random(&mut r);
+    let rand = u64::from_le_bytes(r);
     format!(
         "{}-{:x}-{rand:016x}",
         Timestamp::now().strftime("%Y%m%dT%H%M%S"),

@@ -489,14 +489,20 @@ struct Field {
 
 impl Field {
     fn set(&mut self, kind: Kind, v: u32) {
-        if kind == Kind::Year {
-            let y = self.years.get_or_insert_with(|| Box::new([0u64; 157]));
-            if let Some(w) = y.get_mut((v / 64) as usize) {
-                *w |= 1 << (v % 64);
-            }
-        } else if v < 64 {
-            self.bits |= 1 << v;
+        set_value(&mut self.bits, &mut self.years, kind == Kind::Year, v);
+    }
+}
+
+/// Adds `v` to a field's set: a bit of `bits`, or of the year bitmap (made on first use)
+/// when the field is a year.
+pub(super) fn set_value(bits: &mut u64, years: &mut Option<Years>, year: bool, v: u32) {
+    if year {
+        let y = years.get_or_insert_with(|| Box::new([0u64; 157]));
+        if let Some(w) = y.get_mut((v / 64) as usize) {
+            *w |= 1 << (v % 64);
         }
+    } else if v < 64 {
+        *bits |= 1 << v;
     }
 }
 

@@ -248,14 +248,7 @@ struct Parsed {
 
 impl Parsed {
     fn set(&mut self, f: Field, v: u32) {
-        if f == Field::Year {
-            let y = self.years.get_or_insert_with(|| Box::new([0u64; 157]));
-            if let Some(w) = y.get_mut((v / 64) as usize) {
-                *w |= 1 << (v % 64);
-            }
-        } else if v < 64 {
-            self.bits |= 1 << v;
-        }
+        super::parse::set_value(&mut self.bits, &mut self.years, f == Field::Year, v);
     }
 
     fn fill(&mut self, f: Field, a: u32, b: u32, step: u32) {

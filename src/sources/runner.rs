@@ -21,7 +21,7 @@
 //! build context) and compose bind mounts (relative to the compose file's folder).
 
 use super::SourceKind;
-use super::code::runners::normalize;
+use super::code::runners::{dir_of, normalize};
 use super::command::split_words;
 use crate::schedule::Dialect;
 use std::collections::BTreeMap;
@@ -595,10 +595,6 @@ pub fn is_compose_name(name: &str) -> bool {
         && (name.ends_with(".yml") || name.ends_with(".yaml"))
 }
 
-fn dir_of(path: &Path) -> PathBuf {
-    normalize(path.parent().unwrap_or(Path::new(".")))
-}
-
 fn is_cron_dir(dest: &str) -> bool {
     matches!(
         dest.trim_end_matches('/'),
@@ -688,7 +684,7 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 /// A Dockerfile's instructions with their first line number: continuation lines joined,
 /// comments dropped.
-fn instructions(text: &str) -> Vec<(usize, String)> {
+pub(crate) fn instructions(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut cur: Option<(usize, String)> = None;
     for (i, raw) in text.lines().enumerate() {

@@ -159,16 +159,13 @@ impl SqliteStore {
             return Ok(Vec::new());
         }
         let (conn, shown) = connect(path)?;
-        let fail = |e: rusqlite::Error| {
-            StoreError::failed(format!("{shown}: cannot list the tables: {e}"))
-        };
-        let mut st = conn
-            .prepare(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'batchguard\\_%' ESCAPE '\\' ORDER BY 1",
-            )
-            .map_err(fail)?;
-        let rows = st.query_map([], |r| r.get(0)).map_err(fail)?;
-        rows.collect::<Result<_, _>>().map_err(fail)
+        all(
+            &conn,
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'batchguard\\_%' ESCAPE '\\' ORDER BY 1",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| StoreError::failed(format!("{shown}: cannot list the tables: {e}")))
     }
 
     /// The highest fence per job in a file's ledger table (a file that does not exist
@@ -183,18 +180,14 @@ impl SqliteStore {
             )));
         }
         let (conn, shown) = connect(path)?;
-        let fail = |e: rusqlite::Error| {
-            StoreError::failed(format!("{shown}: cannot read the fences: {e}"))
-        };
-        let mut st = conn
-            .prepare(
-                "SELECT job, max(fence) FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job",
-            )
-            .map_err(fail)?;
-        let rows = st
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(fail)?;
-        rows.collect::<Result<_, _>>().map_err(fail)
+        let rows: Vec<(String, i64)> = all(
+            &conn,
+            "SELECT job, max(fence) FROM batchguard_events WHERE fence IS NOT NULL GROUP BY job",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(|e| StoreError::failed(format!("{shown}: cannot read the fences: {e}")))?;
+        Ok(rows.into_iter().collect())
     }
 
     /// Moves the fencing counter past `fence` (never back); answers its next value.

@@ -51,7 +51,7 @@ pub fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-fn dir_of(file: &Path) -> PathBuf {
+pub(crate) fn dir_of(file: &Path) -> PathBuf {
     normalize(file.parent().unwrap_or(Path::new(".")))
 }
 
@@ -147,9 +147,8 @@ pub fn package_json(path: &Path, text: &str) -> Vec<Runner> {
 pub fn dockerfile(path: &Path, text: &str) -> Vec<Runner> {
     let dir = dir_of(path);
     let (mut entry, mut cmd, mut workdir) = (Vec::new(), Vec::new(), String::from("/"));
-    // Continuation lines joined, as Docker reads them.
-    let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
-    for line in joined.lines() {
+    // Instructions with their continuation lines joined, as Docker reads them.
+    for (_, line) in crate::sources::runner::instructions(text) {
         let line = line.trim();
         let Some((word, rest)) = line.split_once(char::is_whitespace) else {
             continue;
