@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS batchguard_events (
     at              VARCHAR(40)  NOT NULL,
     instance        TEXT,
     attempt         INT          CHECK (attempt >= 1),
-    status          VARCHAR(16)  CHECK (status IN ('success', 'failure')),
+    status          VARCHAR(16)  CHECK (status IN ('success', 'failure', 'superseded')),
     error_code      TEXT,
     snapshot_digest TEXT,
     `trigger`       VARCHAR(16)  NOT NULL DEFAULT 'schedule'

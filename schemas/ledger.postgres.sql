@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS batchguard_events (
     at              timestamptz NOT NULL,
     instance        text,
     attempt         integer     CHECK (attempt >= 1),
-    status          text        CHECK (status IN ('success', 'failure')),
+    status          text        CHECK (status IN ('success', 'failure', 'superseded')),
     error_code      text,
     snapshot_digest text,
     "trigger"       text        NOT NULL DEFAULT 'schedule'
@@ -43,3 +43,9 @@ CREATE INDEX IF NOT EXISTS batchguard_outputs_id ON batchguard_outputs (id);
 ALTER TABLE batchguard_events DROP CONSTRAINT IF EXISTS batchguard_events_trigger_check;
 ALTER TABLE batchguard_events ADD CONSTRAINT batchguard_events_trigger_check
     CHECK ("trigger" IN ('schedule', 'retry', 'manual', 'replay', 'catch_up'));
+
+-- `superseded` joined the statuses in round 4 (an attempt whose fence is no longer its
+-- slot's latest writes only that `end`): a table made before gets the wider check.
+ALTER TABLE batchguard_events DROP CONSTRAINT IF EXISTS batchguard_events_status_check;
+ALTER TABLE batchguard_events ADD CONSTRAINT batchguard_events_status_check
+    CHECK (status IN ('success', 'failure', 'superseded'));

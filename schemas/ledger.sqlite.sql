@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS batchguard_events (
     at              TEXT    NOT NULL,
     instance        TEXT,
     attempt         INTEGER CHECK (attempt >= 1),
-    status          TEXT    CHECK (status IN ('success', 'failure')),
+    status          TEXT    CHECK (status IN ('success', 'failure', 'superseded')),
     error_code      TEXT,
     snapshot_digest TEXT,
     "trigger"       TEXT    NOT NULL DEFAULT 'schedule'

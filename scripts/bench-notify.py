@@ -44,6 +44,10 @@ jobs:
 BASE_SLOT = 1_772_330_400  # 2026-03-01T02:00:00Z
 
 
+# This rig names slots of 2026-03-01 one after another within seconds: SPEC 7.1 item 22
+# would refuse them against a real clock, so its bound is off here (docs/commands/run.md).
+os.environ["BATCHGUARD_CLOCK_CHECK"] = "off"
+
 def slot(i):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(BASE_SLOT + 60 * i))
 

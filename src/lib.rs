@@ -82,7 +82,10 @@ pub use ledger::{
 // Stores (SPEC 7.2): the lock and fence contract, SQLite's implementation, drill records.
 pub use store::drills::{append as append_drill, line as drill_line};
 pub use store::sqlite::SqliteStore;
-pub use store::{AcquireRequest, AcquireResult, EventRow, Finish, Refusal, SlotState, Store};
+pub use store::{
+    AcquireRequest, AcquireResult, ClockBound, EventRow, Finish, Finished, Refusal, SlotState,
+    Store,
+};
 
 // Audit (SPEC 6): the streaming fold, a whole run over a ledger, its JSON report.
 pub use audit::run::{RunOptions as AuditRunOptions, run as audit};

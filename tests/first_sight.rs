@@ -1,6 +1,7 @@
 //! First sight (SPEC 7.1 item 21): a job's expected slots count from its `since:` or,
-//! without one, from its first event in the ledger. Slots before are one note, never an
-//! AU101 each; a job with no event at all is still reported. Held for `audit` (fixed
+//! without one, from its first event in the ledger. Slots before are one AU112 warning
+//! (and a note for `watch`), never an AU101 each; a job with no event at all is missed at
+//! every due slot (item 26). Held for `audit` (fixed
 //! windows and `--since`), `watch` (the deploy step of docs/commands/watch.md, `--for` with
 //! `--exit-on-alert`) and `metrics`, and `since:` values checked by lint.
 
@@ -128,23 +129,15 @@ fn audit_counts_from_since_when_the_manifest_gives_it() {
 }
 
 #[test]
-fn a_job_that_never_ran_is_reported_with_a_note_or_missed_from_its_since() {
+fn a_job_that_never_ran_is_missed_at_every_slot_or_from_its_since() {
     let d = tempfile::tempdir().unwrap();
-    // Without since: reported (its row, zero expected) with a note, no AU101 flood.
+    // Without since (SPEC 7.1 item 26): every due slot of the window is an AU101.
     let (v, o) = audit_json(d.path(), &hourly(""), HEADER);
-    assert_eq!(o.status.code(), Some(0), "{v}");
+    assert_eq!(o.status.code(), Some(1), "{v}");
     assert_eq!(v["jobs"][0]["job"], "hourly");
-    assert_eq!(v["jobs"][0]["expected"], 0);
-    assert_eq!(v["notes"][0]["reason"], "no_event", "{v}");
-    assert_eq!(v["notes"][0]["slots"], 6);
-    assert!(v["notes"][0]["counted_from"].is_null());
-    assert!(
-        v["notes"][0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("has no event in the ledger"),
-        "{v}"
-    );
+    assert_eq!(v["jobs"][0]["expected"], 6);
+    assert_eq!(missed(&v).len(), 6, "{v}");
+    assert!(v.get("notes").is_none(), "{v}");
     // With since: every slot from it is missed.
     let (v, o) = audit_json(
         d.path(),

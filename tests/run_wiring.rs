@@ -586,7 +586,7 @@ fn a_store_file_of_the_first_release_is_upgraded_for_catch_up_and_keeps_its_rows
         "{ev:#?}"
     );
     let v: Vec<(i64,)> = sqlite_rows(&c.path("shared.db"), "PRAGMA user_version");
-    assert_eq!(v[0].0, 2);
+    assert_eq!(v[0].0, 3);
 }
 
 #[test]
@@ -638,4 +638,239 @@ fn store_and_watch_take_the_store_as_run_does() {
     let st = bg(&["store", "status"], Some("postgress://x"));
     assert_eq!(st.status.code(), Some(2), "{}", err(&st));
     assert!(err(&st).contains("not a store URL"), "{}", err(&st));
+}
+
+// ------------------------------------------------- nothing ends silent (item 29)
+
+/// Waits (bounded) until every lease of the shared store has ended: a fact of the store.
+fn wait_for_leases_to_end(c: &Case) {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left: Vec<(i64,)> = sqlite_rows(
+            &c.path("shared.db"),
+            "SELECT lease_until - CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER) FROM batchguard_leases",
+        );
+        if left.iter().all(|l| l.0 < 0) {
+            return;
+        }
+        assert!(Instant::now() < until, "the lease never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `audit --format json` of the shared store over the first five minutes.
+fn audit_json(c: &Case, store: &str) -> serde_json::Value {
+    let out = Command::new(bin())
+        .current_dir(c.path(""))
+        .args([
+            "audit",
+            "--ledger",
+            store,
+            "--manifest",
+            "m.batchguard.yaml",
+        ])
+        .args([
+            "--from",
+            S0,
+            "--to",
+            "2026-03-01T02:05:00Z",
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("audit");
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+#[test]
+fn a_lost_last_attempt_is_dead_lettered_by_the_next_tick() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One attempt, a short lease; the job holds until killed.
+    let text = manifest(
+        None,
+        r#"["sh", "-c", "[ \"$BATCHGUARD_TRIGGER_HOLD\" = 1 ] && exec sleep 600; exit 0"]"#,
+        "      max_attempts: 1\n",
+    )
+    .replace("ttl: 30s", "ttl: 3s");
+    std::fs::write(dir.path().join("m.batchguard.yaml"), text).expect("manifest");
+    let c = Case { dir };
+    let (a, b) = (c.host("a"), c.host("b"));
+    let store = c.store_url();
+    let mut child = c
+        .cmd(&a, &["--store", &store, "--scheduled-at", S0])
+        .env("BATCHGUARD_TRIGGER_HOLD", "1")
+        .spawn()
+        .expect("spawn");
+    wait_for_event(&c, "the start", |ev| ev.iter().any(|e| e.0 == "start"));
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    wait_for_leases_to_end(&c);
+    // The next tick finds S0 lost with its one attempt used: dead-lettered, said, and
+    // its own slot worked.
+    let o = c.run(&b, &["--store", &store, "--scheduled-at", S1]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        err(&o).contains("slot 2026-03-01T02:00:00Z lost its holder with no attempt left (1 of 1): dead-lettering it"),
+        "{}",
+        err(&o)
+    );
+    let ev = c.events();
+    let dl: Vec<(&str, Option<&str>)> = ev
+        .iter()
+        .filter(|e| e.0 == "dead_letter")
+        .map(|e| (e.1.as_str(), e.2.as_deref()))
+        .collect();
+    assert_eq!(dl, [(S0, Some("ATTEMPTS_EXHAUSTED"))], "{ev:#?}");
+    assert!(
+        !ev.iter().any(|e| e.0 == "skip"),
+        "dead-lettering is no skip: {ev:#?}"
+    );
+    let state: Vec<(String,)> = sqlite_rows(
+        &c.path("shared.db"),
+        "SELECT state FROM batchguard_slots WHERE scheduled_at = '2026-03-01T02:00:00Z'",
+    );
+    assert_eq!(state, [("dead_lettered".to_owned(),)]);
+    assert!(
+        ev.iter().any(|e| e.0 == "end" && e.1 == S1),
+        "S1 worked: {ev:#?}"
+    );
+    // The audit of the window: the lost run and the dead letter, nothing silent.
+    let r = audit_json(&c, &store);
+    assert_eq!(r["totals"]["dead_lettered"], 1, "{r}");
+}
+
+#[test]
+fn a_process_whose_retry_finds_the_slot_succeeded_elsewhere_exits_0() {
+    // Attempt 1 on host a fails retryably (exit 75); while it waits to retry (stopped, so
+    // the order is a fact, not a race), host b works the slot; a's retry then finds it
+    // succeeded.
+    let c = Case::new(
+        None,
+        r#"["sh", "-c", "[ \"$BATCHGUARD_TRIGGER_FAIL\" = 1 ] && exit 75; exit 0"]"#,
+    );
+    let text = manifest(
+        None,
+        r#"["sh", "-c", "[ \"$BATCHGUARD_TRIGGER_FAIL\" = 1 ] && exit 75; exit 0"]"#,
+        "      max_attempts: 3\n      backoff: fixed\n      initial_delay: 2s\n",
+    );
+    std::fs::write(c.path("m.batchguard.yaml"), text).expect("manifest");
+    let (a, b) = (c.host("a"), c.host("b"));
+    let store = c.store_url();
+    let child = c
+        .cmd(&a, &["--store", &store, "--scheduled-at", S0])
+        .env("BATCHGUARD_TRIGGER_FAIL", "1")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as i32;
+    wait_for_event(&c, "the failed end", |ev| {
+        ev.iter()
+            .any(|e| e.0 == "end" && e.2.as_deref() == Some("EX_TEMPFAIL"))
+    });
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let o = c.run(&b, &["--store", &store, "--scheduled-at", S0]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let o = child.wait_with_output().expect("wait");
+    assert!(err(&o).contains("already succeeded"), "{}", err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+}
+
+// --------------------------------------------- a superseded holder (items 24, 28)
+
+#[test]
+fn a_guard_frozen_after_its_job_succeeded_writes_no_verdict_once_superseded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Host a's job applies, says so, and exits when the test opens its gate; host b's job
+    // applies and exits. A short lease, so it runs out while host a's guard is stopped.
+    let text = manifest(
+        None,
+        r#"["sh", "-c", "echo \"k-$BATCHGUARD_FENCE\" >> \"$BATCHGUARD_OUTPUTS\"; if [ -n \"$GATE\" ]; then touch ready; read x < \"$GATE\"; fi; exit 0"]"#,
+        RETRY3,
+    )
+    .replace("ttl: 30s", "ttl: 3s");
+    std::fs::write(dir.path().join("m.batchguard.yaml"), text).expect("manifest");
+    let c = Case { dir };
+    let (a, b) = (c.host("a"), c.host("b"));
+    let store = c.store_url();
+    let gate = c.path("gate");
+    let made = Command::new("mkfifo").arg(&gate).status().expect("mkfifo");
+    assert!(made.success());
+    let child = c
+        .cmd(
+            &a,
+            &[
+                "--store",
+                &store,
+                "--scheduled-at",
+                S0,
+                "--report",
+                "r.json",
+            ],
+        )
+        .env("GATE", &gate)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as i32;
+    let until = Instant::now() + Duration::from_secs(60);
+    while !a.join("ready").exists() {
+        assert!(Instant::now() < until, "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Frozen with its job still running; then the job succeeds while it is frozen.
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::fs::write(&gate, "go\n").expect("open the gate");
+    wait_for_leases_to_end(&c);
+    // Another host takes the slot as the lease ran out, and succeeds.
+    let o = c.run(&b, &["--store", &store, "--scheduled-at", S0]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(err(&o).contains("superseded by run"), "{}", err(&o));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.join("r.json")).expect("report")).expect("json");
+    assert_eq!(r["outcome"], "skipped", "{r}");
+    assert!(
+        r["skip_reason"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("superseded by run")),
+        "{r}"
+    );
+    // The ledger: a's end is `superseded`, b's `success`; no dead letter; the slot stays
+    // succeeded; a's output is recorded (it was applied), so the audit sees it twice.
+    let ends: Vec<(Option<String>, Option<String>)> = sqlite_rows(
+        &c.path("shared.db"),
+        "SELECT status, detail FROM batchguard_events WHERE event = 'end' ORDER BY rowid",
+    );
+    assert_eq!(ends.len(), 2, "{:#?}", c.events());
+    assert_eq!(ends[0].0.as_deref(), Some("success"));
+    assert_eq!(ends[1].0.as_deref(), Some("superseded"));
+    assert!(
+        ends[1]
+            .1
+            .as_deref()
+            .is_some_and(|d| d.starts_with("superseded by run ") && d.ends_with("(fence 2)")),
+        "{:#?}",
+        c.events()
+    );
+    assert!(!c.events().iter().any(|e| e.0 == "dead_letter"));
+    let state: Vec<(String,)> =
+        sqlite_rows(&c.path("shared.db"), "SELECT state FROM batchguard_slots");
+    assert_eq!(state, [("succeeded".to_owned(),)]);
+    let r = audit_json(&c, &store);
+    let codes: Vec<&str> = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(
+        !codes.contains(&"AU102"),
+        "one holder at a time held: {r:#}"
+    );
+    assert_eq!(r["totals"]["superseded"], 1, "{r:#}");
 }

@@ -4,10 +4,15 @@
 //!
 //! Checked after every step: the store answers as the model does (who holds, which
 //! attempt, why refused); never two live holders of a slot; fences strictly increase over
-//! every acquisition; a succeeded slot is never acquired again.
+//! every acquisition; a succeeded slot is never acquired again. A holder whose lease ran
+//! out may still finish (a paused process waking up): it is superseded when the slot has
+//! a newer holder (item 24) and changes nothing; a finish sent again is written once
+//! (item 23).
 
 use batchguard::SqliteStore;
-use batchguard::{AcquireRequest, AcquireResult, EventRow, Finish, Refusal, SlotState, Store};
+use batchguard::{
+    AcquireRequest, AcquireResult, EventRow, Finish, Finished, Refusal, SlotState, Store,
+};
 use jiff::Timestamp;
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -20,9 +25,34 @@ const SLOTS: usize = 2;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Acquire { slot: usize, manual: bool },
-    Advance { secs: i64 },
-    Finish { slot: usize, outcome: SlotState },
+    Acquire {
+        slot: usize,
+        manual: bool,
+    },
+    Advance {
+        secs: i64,
+    },
+    Finish {
+        slot: usize,
+        outcome: SlotState,
+    },
+    /// A holder past its lease wakes up and finishes.
+    FinishStale {
+        slot: usize,
+        outcome: SlotState,
+    },
+    /// A finish written before is sent again (a spool flushed twice).
+    Refinish {
+        pick: usize,
+    },
+}
+
+fn outcome() -> impl Strategy<Value = SlotState> {
+    prop_oneof![
+        Just(SlotState::Succeeded),
+        Just(SlotState::Failed),
+        Just(SlotState::DeadLettered),
+    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -30,12 +60,9 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..SLOTS, prop::bool::weighted(0.1))
             .prop_map(|(slot, manual)| Op::Acquire { slot, manual }),
         2 => (0i64..25).prop_map(|secs| Op::Advance { secs }),
-        3 => (0..SLOTS, prop_oneof![
-                Just(SlotState::Succeeded),
-                Just(SlotState::Failed),
-                Just(SlotState::DeadLettered),
-            ])
-            .prop_map(|(slot, outcome)| Op::Finish { slot, outcome }),
+        3 => (0..SLOTS, outcome()).prop_map(|(slot, outcome)| Op::Finish { slot, outcome }),
+        2 => (0..SLOTS, outcome()).prop_map(|(slot, outcome)| Op::FinishStale { slot, outcome }),
+        1 => (0usize..64).prop_map(|pick| Op::Refinish { pick }),
     ]
 }
 
@@ -47,6 +74,10 @@ struct Slot {
     dead_lettered: bool,
     /// The live holder: run id, fence, lease end (µs).
     holder: Option<(String, i64, i64)>,
+    /// Holders whose lease ran out before they finished: run id, fence.
+    stale: Vec<(String, i64)>,
+    /// The run id of the latest acquisition.
+    latest: Option<String>,
 }
 
 fn slot_time(i: usize) -> Timestamp {
@@ -71,6 +102,39 @@ fn event(run_id: &str, slot: usize, kind: &str, at: Timestamp) -> EventRow {
     }
 }
 
+fn finish(slot: usize, run_id: &str, fence: i64, outcome: SlotState, at: Timestamp) -> Finish {
+    let mut end = event(run_id, slot, "end", at);
+    end.status = Some(
+        if outcome == SlotState::Succeeded {
+            "success"
+        } else {
+            "failure"
+        }
+        .into(),
+    );
+    let dead_letter = (outcome == SlotState::DeadLettered).then(|| {
+        let mut d = event(run_id, slot, "dead_letter", at);
+        d.error_code = Some("EXIT_1".into());
+        d
+    });
+    Finish {
+        key: format!("j:{slot}"),
+        job: "j".into(),
+        scheduled_at: slot_time(slot),
+        run_id: run_id.to_owned(),
+        fence,
+        end,
+        outputs: Vec::new(),
+        dead_letter,
+        state: if outcome == SlotState::DeadLettered {
+            SlotState::Failed
+        } else {
+            outcome
+        },
+        ledger: true,
+    }
+}
+
 fn check(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let now_us = Arc::new(AtomicI64::new(slot_time(0).as_microsecond()));
@@ -83,12 +147,15 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
     let mut model: Vec<Slot> = vec![Slot::default(); SLOTS];
     let mut last_fence = 0i64;
     let mut n = 0u32;
+    let mut finished: Vec<Finish> = Vec::new();
     for op in ops {
         let now = now_us.load(Ordering::SeqCst);
         // Leases end in time: a holder past its lease is gone (the guard killed it).
         for s in model.iter_mut() {
-            if s.holder.as_ref().is_some_and(|h| h.2 <= now) {
-                s.holder = None;
+            if s.holder.as_ref().is_some_and(|h| h.2 <= now)
+                && let Some((run_id, fence, _)) = s.holder.take()
+            {
+                s.stale.push((run_id, fence));
             }
         }
         match *op {
@@ -109,6 +176,8 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
                     manual,
                     start: event(&run_id, slot, "start", Timestamp::now()),
                     ledger: true,
+                    clock: None,
+                    catch_up_from: None,
                 };
                 let got = store.acquire(&req).unwrap();
                 let m = &mut model[slot];
@@ -138,6 +207,7 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
                         m.attempts = attempt;
                         // A taken slot is running again (a manual recovery lifts a dead letter).
                         m.dead_lettered = false;
+                        m.latest = Some(run_id.clone());
                         m.holder = Some((run_id, a.fence, now + TTL as i64 * 1_000_000));
                     }
                     (AcquireResult::Refused(Refusal::Succeeded { .. }), Err("succeeded"))
@@ -158,49 +228,46 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
                     }
                 }
             }
-            Op::Finish { slot, outcome } => {
+            Op::Finish { slot, outcome } | Op::FinishStale { slot, outcome } => {
                 let m = &mut model[slot];
-                let Some((run_id, fence, _)) = m.holder.take() else {
-                    continue;
+                let (run_id, fence) = if matches!(op, Op::Finish { .. }) {
+                    let Some((run_id, fence, _)) = m.holder.take() else {
+                        continue;
+                    };
+                    (run_id, fence)
+                } else {
+                    let Some(stale) = m.stale.pop() else {
+                        continue;
+                    };
+                    stale
                 };
                 let at = Timestamp::from_microsecond(now).unwrap();
-                let mut end = event(&run_id, slot, "end", at);
-                end.status = Some(
-                    if outcome == SlotState::Succeeded {
-                        "success"
-                    } else {
-                        "failure"
-                    }
-                    .into(),
-                );
-                let dead_letter = (outcome == SlotState::DeadLettered).then(|| {
-                    let mut d = event(&run_id, slot, "dead_letter", at);
-                    d.error_code = Some("EXIT_1".into());
-                    d
-                });
-                store
-                    .finish(&Finish {
-                        key: format!("j:{slot}"),
-                        job: "j".into(),
-                        scheduled_at: slot_time(slot),
-                        run_id,
-                        fence,
-                        end,
-                        outputs: Vec::new(),
-                        dead_letter,
-                        state: if outcome == SlotState::DeadLettered {
-                            SlotState::Failed
-                        } else {
-                            outcome
-                        },
-                        ledger: true,
-                    })
-                    .unwrap();
+                let fin = finish(slot, &run_id, fence, outcome, at);
+                let got = store.finish(&fin).unwrap();
+                finished.push(fin);
+                if m.latest.as_deref() != Some(run_id.as_str()) {
+                    // A newer holder took the slot: this finish changes nothing.
+                    prop_assert!(
+                        matches!(&got, Finished::Superseded { run_id: r, .. } if Some(r) == m.latest.as_ref()),
+                        "{op:?}: a stale finish was {got:?}, the latest is {:?}",
+                        m.latest
+                    );
+                    continue;
+                }
+                prop_assert_eq!(&got, &Finished::Written, "{:?}", op);
                 match outcome {
                     SlotState::Succeeded => m.succeeded = true,
                     SlotState::DeadLettered => m.dead_lettered = true,
                     _ => m.dead_lettered = false,
                 }
+            }
+            Op::Refinish { pick } => {
+                if finished.is_empty() {
+                    continue;
+                }
+                let fin = &finished[pick % finished.len()];
+                let got = store.finish(fin).unwrap();
+                prop_assert_eq!(got, Finished::AlreadyWritten, "{:?} again", fin.run_id);
             }
         }
         // Never two live holders: the store's live leases are the model's holders.

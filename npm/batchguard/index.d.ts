@@ -16,8 +16,16 @@ export interface GuardOptions {
   ledger?: string;
   /** batchguard.toml (`--config`). */
   config?: string;
-  /** Exit the Node.js process (code 124) when the deadline passes with the callback still running. */
+  /**
+   * Exit the Node.js process (code 124) when the deadline passes with the callback still
+   * running. Without it the attempt ends TTL_EXCEEDED ("callback still running, not
+   * stopped") and the callback runs on: nothing in the guard can stop it.
+   */
   exitOnDeadline?: boolean;
+  /** An operator's rerun of a failed, lost or dead-lettered slot (`run --manual`): needs `scheduledAt` and `reason`. */
+  manual?: boolean;
+  /** Why the manual rerun (`--reason`, recorded in the `manual` event); only with `manual: true`. */
+  reason?: string;
   /** The guard's stderr lines (skips, failures): copied to process.stderr by default; "inherit" hands fd 2 over (then a failed start's message is only in the log). */
   stderr?: "inherit" | "ignore" | ((chunk: string) => void);
   /** Extra environment for the binary. */
@@ -48,11 +56,18 @@ export interface Run {
   output(key: string): Promise<void>;
 }
 
+/**
+ * `dead_lettered` only for the call whose attempt dead-lettered the slot; a later call on
+ * that slot is `skipped` with reason `dead-lettered`.
+ */
 export type GuardStatus = "succeeded" | "skipped" | "failed" | "dead_lettered";
 
 export interface GuardResult {
   status: GuardStatus;
-  /** Why a skip: `held by …`, `already succeeded (run …)`, `dead-lettered`. */
+  /**
+   * Why a skip: `held by …`, `already succeeded (run …)`, `dead-lettered`, or
+   * `superseded by run … (fence N)` (this call's attempt lost its lease to a newer holder).
+   */
   reason: string | null;
   slot: Date | null;
   runId: string | null;

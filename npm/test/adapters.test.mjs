@@ -6,13 +6,19 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
-import { guarded, runCoordinator } from "../batchguard/index.js";
+import { guarded, runCoordinator, tickTime } from "../batchguard/index.js";
 import { binary, scratch, tools } from "./helpers.mjs";
 import { manifest } from "./fixtures/manifest.mjs";
 
 process.env.BATCHGUARD_BINARY = binary();
 const require = createRequire(path.join(tools(), "package.json"));
 
+/**
+ * The live tests tick every second, so a call may still be running when the next tick comes
+ * (a loaded CI machine): what they assert holds however long a call takes. Each tick names
+ * its own slot (distinct lock keys), and the fixture's wide `retry.catch_up` keeps a call
+ * that starts late from being refused as behind the store's clock (SPEC 7.1 item 22).
+ */
 function setup(name, schedule, dialect) {
   const dir = scratch(name);
   const file = path.join(dir, "app.batchguard.yaml");
@@ -66,6 +72,35 @@ test("croner: the run time due at the instance's currentRun() is the slot", asyn
     assert.equal(result.status, "succeeded");
     assert.deepEqual(result.slot, tick);
   }
+});
+
+test("croner: a tick triggered exactly on the second is that second's slot, not the one before", async () => {
+  const { Cron } = require("croner");
+  // croner's own instance and previousRuns(); only the trigger time is pinned (croner sets
+  // currentRun() to the time its timer fired, which lands on .000 often enough to matter).
+  class TriggeredAt extends Cron {
+    constructor(pattern, at) {
+      super(pattern, { paused: true });
+      this.at = at;
+    }
+    currentRun() {
+      return this.at;
+    }
+  }
+  const slot = new Date("2026-11-30T10:05:00Z");
+  for (const [pattern, late] of [["*/5 * * * *", 0], ["*/5 * * * *", 4], ["* * * * * *", 0], ["* * * * * *", 999]]) {
+    const cron = new TriggeredAt(pattern, new Date(slot.getTime() + late));
+    assert.deepEqual(tickTime([cron]), slot, `${pattern} triggered ${late} ms after ${slot.toISOString()}`);
+    cron.stop();
+  }
+  const options = setup("croner-exact", "*/5 * * * *", "croner");
+  const cron = new TriggeredAt("*/5 * * * *", slot);
+  let seen;
+  const result = await guarded(options, (run) => { seen = run.slot; })(cron);
+  cron.stop();
+  assert.equal(result.status, "succeeded", `${result.status} ${result.reason}`);
+  assert.deepEqual(result.slot, slot);
+  assert.deepEqual(seen, slot);
 });
 
 test("a handler with no tick time (NestJS @Cron) works the slot of the store's clock", async () => {

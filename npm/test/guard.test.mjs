@@ -98,6 +98,24 @@ test("failed: a thrown error's code is the attempt's error code; a fatal one dea
   assert.equal(events(options, "event = 'dead_letter'").length, 1);
 });
 
+test("one status vocabulary: a later call on a dead-lettered slot is skipped (dead-lettered), never dead_lettered again", async () => {
+  const { options } = setup("dead-again");
+  const thrown = Object.assign(new Error("invoice 8 has no customer"), { code: "VALIDATION_ERROR" });
+  const first = await guard({ ...options, scheduledAt: S }, () => { throw thrown; });
+  assert.equal(first.status, "dead_lettered", "the call whose attempt dead-lettered the slot");
+  assert.deepEqual(events(options).map((e) => [e.event, e.run_id === first.runId]),
+    [["start", true], ["end", true], ["dead_letter", true]], "start, end, then dead_letter");
+
+  let ran = false;
+  const again = await guard({ ...options, scheduledAt: S }, () => { ran = true; });
+  assert.equal(ran, false, "a dead-lettered slot is not run again");
+  assert.equal(again.status, "skipped");
+  assert.equal(again.reason, "dead-lettered");
+  assert.equal(again.error, null);
+  assert.equal(again.exitCode, 0);
+  assert.deepEqual(events(options, "event = 'skip'").map((e) => e.detail.split(";")[0]), ["dead-lettered"]);
+});
+
 test("retried: a retryable code calls the callback again with attempt n+1 and a new fence", async () => {
   const { options } = setup("retry");
   const runs = [];
@@ -138,6 +156,93 @@ test("a callback that settles after the deadline changes nothing", async () => {
     new Promise((resolve) => run.signal.addEventListener("abort", () => setTimeout(resolve, 2000))));
   assert.equal(result.code, "TTL_EXCEEDED");
   assert.deepEqual(events(options, "event = 'end'").map((e) => e.error_code), ["TTL_EXCEEDED"]);
+});
+
+test("the deadline is honest: a callback still running at the deadline is said to be running, and the hint printed is a guard() call that reruns the slot", async () => {
+  const { options } = setup("overrun");
+  let stderr = "";
+  let settle;
+  let settled = false;
+  const result = await guard({ ...options, job: "stuck", scheduledAt: S, stderr: (chunk) => { stderr += chunk; } }, () =>
+    new Promise((resolve) => { settle = () => { settled = true; resolve(); }; }));
+  // `stuck` has one attempt and TTL_EXCEEDED is not classified (on_unknown: dead_letter).
+  assert.equal(result.status, "dead_lettered");
+  assert.equal(result.code, "TTL_EXCEEDED");
+  assert.equal(result.error.code, "TTL_EXCEEDED");
+  assert.equal(settled, false, "nothing stopped the callback: it is still pending after the call");
+  const [end] = events(options, "event = 'end'");
+  assert.equal(end.error_code, "TTL_EXCEEDED");
+  assert.equal(end.detail, "callback still running, not stopped");
+  assert.doesNotMatch(stderr, /stopped at the deadline/);
+  assert.match(stderr, /failed: TTL_EXCEEDED \(callback still running, not stopped: `run --link` cannot stop it/);
+  assert.doesNotMatch(stderr, /batchguard run --manifest|--manual/, "no `run --manual` line: it exits 125 for a job without a command");
+  const hint = /rerun it with: (guard\((\{.*\}), callback\))$/m.exec(stderr);
+  assert.ok(hint, stderr);
+  assert.equal(hint[1], `guard({ manifest: ${JSON.stringify(options.manifest)}, job: "stuck", store: ${JSON.stringify(options.store)}, scheduledAt: "2026-11-30T10:00:00Z", manual: true, reason: "…" }, callback)`);
+  settle();
+
+  // The hint works as printed: the operator's rerun of the dead-lettered slot.
+  const printed = new Function(`return (${hint[2]});`)();
+  let trigger;
+  const rerun = await guard({ ...printed, reason: "the callback no longer hangs", stderr: "ignore" }, (run) => { trigger = run.trigger; });
+  assert.equal(rerun.status, "succeeded");
+  assert.deepEqual(rerun.slot, S);
+  assert.equal(trigger, "manual");
+  assert.deepEqual(events(options, "event = 'manual'").map((e) => e.detail), ["the callback no longer hangs"]);
+});
+
+/** The pids of a process's children (Linux). */
+function children(pid) {
+  const dir = `/proc/${pid}/task`;
+  return fs.readdirSync(dir).flatMap((task) =>
+    fs.readFileSync(path.join(dir, task, "children"), "utf8").trim().split(/\s+/).filter(Boolean).map(Number));
+}
+
+test("superseded: a holder frozen past its lease answers skipped (superseded by the newer run) and records no verdict", async () => {
+  const { dir, options } = setup("superseded");
+  const script = path.join(dir, "worker.js");
+  // `brief`: a lease of 3 s, so the frozen holder's lease runs out within the test.
+  fs.writeFileSync(script, `
+    const { guard } = require(${JSON.stringify(packageDir)});
+    guard(${JSON.stringify({ ...options, job: "brief", scheduledAt: S.toISOString(), instance: "frozen" })}, (run) => {
+      process.stdout.write("working " + run.runId + "\\n");
+      return new Promise(() => {});
+    }).then((r) => process.stdout.write("result " + JSON.stringify({ ...r, fence: String(r.fence), error: r.error && r.error.code }) + "\\n"));
+  `);
+  const worker = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  worker.stdout.on("data", (d) => (out += d));
+  const exited = new Promise((resolve) => worker.on("exit", resolve));
+  const [, runId] = await until(() => /working (\S+)\n/.exec(out), 10_000, "the callback");
+  const [guardPid] = children(worker.pid);
+  assert.ok(guardPid, "the worker's guard child");
+  // Node and its guard stopped (a paused VM): the lease runs out with nobody to end it.
+  process.kill(worker.pid, "SIGSTOP");
+  process.kill(guardPid, "SIGSTOP");
+  let newer;
+  try {
+    const db = options.store.slice("sqlite:".length);
+    await until(() => {
+      const leaseUntil = execFileSync("sqlite3", [db, `select lease_until from batchguard_leases where run_id = '${runId}'`]).toString().trim();
+      return leaseUntil !== "" && Date.now() * 1000 > Number(leaseUntil);
+    }, 10_000, "the frozen holder's lease to end");
+    newer = await guard({ ...options, job: "brief", scheduledAt: S, instance: "newer" }, () => {});
+    assert.equal(newer.status, "succeeded");
+  } finally {
+    process.kill(guardPid, "SIGCONT");
+    process.kill(worker.pid, "SIGCONT");
+  }
+  const line = await until(() => /result (.*)\n/.exec(out), 20_000, "the frozen call's result");
+  worker.kill("SIGKILL"); // its callback never settles
+  await exited;
+  const result = JSON.parse(line[1]);
+  assert.equal(result.status, "skipped", line[1]);
+  assert.equal(result.reason, `superseded by run ${newer.runId} (fence ${newer.fence})`);
+  assert.equal(result.error, null);
+  assert.equal(result.exitCode, 0);
+  const frozen = events(options, `run_id = '${runId}'`);
+  assert.deepEqual(frozen.map((e) => [e.event, e.status, e.error_code]), [["start", null, null], ["end", "superseded", null]]);
+  assert.equal(events(options, "event = 'dead_letter'").length, 0);
 });
 
 /** What `batchguard run` says on stderr for the same arguments, without the link. */

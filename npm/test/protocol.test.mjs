@@ -55,6 +55,18 @@ test("options become the CLI's flags", () =>
     ]);
   }));
 
+test("manual: true with a reason is run's --manual --reason (an operator's rerun of a dead-lettered slot)", () =>
+  withFake("args", async () => {
+    const result = await guard(
+      { ...options, scheduledAt: "2026-03-01T02:00:00Z", manual: true, reason: "-fixed the customer table" },
+      () => {},
+    );
+    assert.deepEqual(JSON.parse(result.reason), [
+      "run", "--manifest", "m.yaml", "--job", "j", "--link",
+      "--scheduled-at", "2026-03-01T02:00:00Z", "--manual", "--reason=-fixed the customer table",
+    ]);
+  }));
+
 test("acquired becomes run (bigint fence past 2^53, Dates), outputs are acked or refused, done is sent", () =>
   withFake("success", async () => {
     let seen;
@@ -110,6 +122,15 @@ test("bad options reject with E_OPTIONS before anything runs", async () => {
   await assert.rejects(guard({ job: "j" }, () => {}), { code: "E_OPTIONS", message: /`manifest` is required/ });
   await assert.rejects(guard(options, "not a function"), { code: "E_OPTIONS" });
   await assert.rejects(guard({ ...options, scheduledAt: new Date("x") }, () => {}), { code: "E_OPTIONS" });
+  const slot = "2026-03-01T02:00:00Z";
+  await assert.rejects(guard({ ...options, scheduledAt: slot, manual: true }, () => {}),
+    { code: "E_OPTIONS", message: /`manual: true` needs `reason`/ });
+  await assert.rejects(guard({ ...options, manual: true, reason: "fixed" }, () => {}),
+    { code: "E_OPTIONS", message: /`manual: true` needs `scheduledAt`/ });
+  await assert.rejects(guard({ ...options, scheduledAt: slot, manual: "yes", reason: "fixed" }, () => {}),
+    { code: "E_OPTIONS", message: /`manual` must be a boolean/ });
+  await assert.rejects(guard({ ...options, scheduledAt: slot, reason: "fixed" }, () => {}),
+    { code: "E_OPTIONS", message: /`reason` goes with `manual: true`/ });
 });
 
 test("tick times: node-cron 4's context, node-cron 3's Date, croner's instance, none", () => {
@@ -117,9 +138,12 @@ test("tick times: node-cron 4's context, node-cron 3's Date, croner's instance, 
   assert.equal(tickTime([{ date: slot, triggeredAt: new Date(), execution: { reason: "scheduled" } }]), slot);
   assert.equal(tickTime([{ date: slot, triggeredAt: new Date(), execution: { reason: "invoked" } }]), undefined);
   assert.equal(tickTime([slot]), slot);
-  const triggered = new Date(slot.getTime() + 16);
-  const croner = { currentRun: () => triggered, previousRuns: (n, ref) => (ref === triggered ? [slot] : []) };
-  assert.equal(tickTime([croner, undefined]), slot);
+  // croner's previousRuns(1, t) is the latest run strictly before t (every second here).
+  const previousRuns = (n, ref) => [new Date(Math.ceil(ref.getTime() / 1000) * 1000 - 1000)];
+  for (const late of [16, 0, 999]) {
+    const triggered = new Date(slot.getTime() + late);
+    assert.deepEqual(tickTime([{ currentRun: () => triggered, previousRuns }, undefined]), slot, `triggered ${late} ms after`);
+  }
   assert.equal(tickTime([]), undefined);
   assert.equal(tickTime(["manual"]), undefined);
 });

@@ -21,6 +21,9 @@ pub struct Metrics {
     pub failed: u64,
     pub duplicated: u64,
     pub lost: u64,
+    /// Executions that ended `superseded` (SPEC 7.1 item 24): a newer holder took their
+    /// slot over; counted apart, never as a failure or a duplicate.
+    pub superseded: u64,
     pub skipped: u64,
     pub lock_contention_ratio: Option<f64>,
     pub first_attempt_success_rate: Option<f64>,
@@ -117,10 +120,13 @@ impl JobTally {
         if v.counts_expected && v.success_end.is_some() {
             m.succeeded += 1;
         }
+        m.superseded += v.superseded();
         let mut lost = false;
         for &x in v.execs {
             let e = v.exec(x);
             match (e.has_start(), e.has_end()) {
+                // A superseded execution's time is its lost lease's, not a run's.
+                (true, true) if e.superseded() => {}
                 (true, true) => self.dur.record((e.end - e.start).max(0) as u64),
                 (true, false) => lost |= v.due,
                 _ => {}
@@ -145,7 +151,7 @@ impl JobTally {
             }
             return;
         }
-        if v.due && !v.started.is_empty() && v.success_end.is_none() && v.counts_expected {
+        if v.failed() && v.counts_expected {
             m.failed += 1;
         }
         if let Some(end) = v.success_end
@@ -194,10 +200,10 @@ impl JobTally {
 }
 
 impl Attempts {
-    /// The slot's first attempt (its earliest start): succeeded, or failed and whether the
-    /// slot succeeded later.
+    /// The slot's first attempt (its earliest start that was not superseded: a superseded
+    /// one gave no verdict): succeeded, or failed and whether the slot succeeded later.
     fn first(&mut self, v: &SlotView) {
-        let Some(&first) = v.started.first() else {
+        let Some(&first) = v.started.iter().find(|&&x| !v.exec(x).superseded()) else {
             return;
         };
         if v.exec(first).succeeded() {
@@ -229,6 +235,7 @@ pub(crate) fn totals<'a>(
         t.failed += m.failed;
         t.duplicated += m.duplicated;
         t.lost += m.lost;
+        t.superseded += m.superseded;
         t.skipped += m.skipped;
         t.dead_lettered += m.dead_lettered;
         t.manual_recoveries += m.manual_recoveries;

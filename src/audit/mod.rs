@@ -202,13 +202,13 @@ pub(crate) fn ser_ts_opt<S: serde::Serializer>(
     }
 }
 
-/// Slots of the window a job was not judged on, said once rather than as one AU101 each
-/// (SPEC 7.1, first sight): slots before its first event when it has no `since`, or
-/// every slot when it has neither.
+/// Slots of the window a job was not judged on (SPEC 7.1 items 21 and 26): its due slots
+/// before its first event when it has no `since`. The audit reports them as one AU112;
+/// the note carries the same for `watch`, `metrics` and the JSON report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AuditNote {
     pub job: String,
-    /// `before_first_run` or `no_event`.
+    /// `before_first_run`.
     pub reason: &'static str,
     /// Due slots of the window not counted.
     pub slots: u64,

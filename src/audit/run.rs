@@ -84,7 +84,7 @@ fn named(src: &Source, message: String) -> String {
 const FIRST_REASONS: usize = 5;
 
 pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
-    let (from, to) = window(o)?;
+    let (from, to, since_clock) = window(o)?;
     if from >= to {
         return Err(CannotRun(format!("--from {from} is not before --to {to}")).into());
     }
@@ -264,6 +264,12 @@ pub fn run(o: &RunOptions) -> Result<AuditResult, AuditError> {
         (ev, out)
     });
     ev_res?;
+    // Read after the rows, so a source that cannot be read says so in the reader's words.
+    let now = match since_clock {
+        Some(now) => now,
+        None => crate::ledger::tail::clock(&ledger).map_err(|e| CannotRun(named(&ledger, e.0)))?,
+    };
+    auditor.clock(now);
     if o.manifests.is_empty() && !o.jobs.is_empty() {
         let unmatched = auditor.unmatched_jobs(&o.jobs);
         if let Some((w, close)) = unmatched.first() {
@@ -355,10 +361,12 @@ fn read_drills(
 }
 
 /// `--from`/`--to`, or with `--since` the window that ends at the ledger's clock (SPEC 7.1:
-/// PostgreSQL's `now()`; the host's for SQLite, as `run` reads it, and for files).
-fn window(o: &RunOptions) -> Result<(Timestamp, Timestamp), AuditError> {
+/// PostgreSQL's and MySQL's `now()`; the host's for SQLite, as `run` reads it, and for
+/// files), with that clock (without `--since` it is read after the rows: no slot after
+/// it is due, item 26).
+fn window(o: &RunOptions) -> Result<(Timestamp, Timestamp, Option<Timestamp>), AuditError> {
     let Some(since) = o.since else {
-        return Ok((o.from, o.to));
+        return Ok((o.from, o.to, None));
     };
     let src = Source::parse_as(&o.ledger, o.ledger_format).map_err(|e| CannotRun(e.0))?;
     let to = crate::ledger::tail::clock(&src).map_err(|e| CannotRun(named(&src, e.0)))?;
@@ -366,7 +374,7 @@ fn window(o: &RunOptions) -> Result<(Timestamp, Timestamp), AuditError> {
         .ok()
         .and_then(|s| to.checked_sub(jiff::SignedDuration::from_secs(s)).ok())
         .ok_or_else(|| CannotRun("--since reaches before the earliest instant".into()))?;
-    Ok((from, to))
+    Ok((from, to, Some(to)))
 }
 
 /// `[rules]` of `batchguard.toml`: a check set to `off` reports nothing, `warning` and

@@ -29,6 +29,9 @@ pub(crate) struct JobView<'a> {
     pub(crate) ttl_ms: Option<i64>,
     grace_ms: i64,
     pub(crate) to_ms: i64,
+    /// Slots are due against this: `to`, or the clock when it is earlier (SPEC 7.1 item
+    /// 26: a slot after now is not due, whatever `--to` says).
+    due_ms: i64,
     /// Every slot of the schedule in `[from, to)` (ms), for a declared job with a schedule
     /// (empty when the job is disabled).
     pub(crate) expected: Option<Vec<i64>>,
@@ -74,6 +77,7 @@ impl<'a> JobView<'a> {
             ttl_ms,
             grace_ms,
             to_ms: a.to_ms,
+            due_ms: a.to_ms.min(a.now_ms),
             expected: None,
             sight: Sight::NoEvent,
             not_counted: 0,
@@ -83,9 +87,13 @@ impl<'a> JobView<'a> {
             drills: a.drills.as_ref(),
             audit: a,
         };
+        // A first event at or after `to` is no event of the window: the job's slots in it
+        // count, as for a job the ledger never mentions (SPEC 7.1 item 26).
         v.sight = match (job.and_then(|j| j.since), a.first_event.get(id)) {
             (Some(since), _) => Sight::Since(ms(since)),
-            (None, Some(&first)) if first != NO_EVENT => Sight::FirstEvent(first),
+            (None, Some(&first)) if first != NO_EVENT && first < a.to_ms => {
+                Sight::FirstEvent(first)
+            }
             _ => Sight::NoEvent,
         };
         if let Some(exp) = &expected {
@@ -119,11 +127,12 @@ impl<'a> JobView<'a> {
     }
 
     /// Whether slot `at` of the schedule is the job's to run: at or after its `since`, or
-    /// else its first event (SPEC 7.1: first sight).
+    /// else its first event (SPEC 7.1 items 21 and 26: first sight); every slot of a job
+    /// with neither.
     pub(crate) fn counts(&self, at: i64) -> bool {
         match self.sight {
             Sight::Since(from) | Sight::FirstEvent(from) => at >= from,
-            Sight::NoEvent => false,
+            Sight::NoEvent => true,
         }
     }
 
@@ -144,9 +153,9 @@ impl<'a> JobView<'a> {
         Some(d.status(self.state.manifest?, job))
     }
 
-    /// `scheduled_at + grace <= to`: the run had time to happen and finish.
+    /// `scheduled_at + grace <= to` (and `<= now`): the run had time to happen and finish.
     pub(crate) fn is_due(&self, at: i64) -> bool {
-        at.saturating_add(self.grace_ms) <= self.to_ms
+        at.saturating_add(self.grace_ms) <= self.due_ms
     }
 
     /// A slot as the report's zone shows it (`2026-03-01T02:00:00+09:00`), else the job's.
@@ -193,9 +202,10 @@ impl<'a> JobView<'a> {
 pub(crate) enum Sight {
     /// The manifest's `since` (ms).
     Since(i64),
-    /// No `since`: the earliest `scheduled_at` of the job's events in the ledger (ms).
+    /// No `since`: the earliest `scheduled_at` of the job's events in the ledger (ms),
+    /// before the window's end; earlier slots are one AU112.
     FirstEvent(i64),
-    /// No `since` and no event: no slot counts, and the report says so.
+    /// No `since` and no event before the window's end: every slot counts (AU101 each).
     NoEvent,
 }
 
@@ -237,6 +247,22 @@ impl SlotView<'_> {
     #[inline]
     pub(crate) fn exec(&self, x: u32) -> &Exec {
         self.job.exec(x)
+    }
+
+    /// A due slot with a started execution that could give a verdict (not superseded)
+    /// and no success: a failed run (AU111, the `failed` metric).
+    pub(crate) fn failed(&self) -> bool {
+        self.due
+            && self.success_end.is_none()
+            && self.started.iter().any(|&x| !self.exec(x).superseded())
+    }
+
+    /// The executions of the slot that ended `superseded`.
+    pub(crate) fn superseded(&self) -> u64 {
+        self.execs
+            .iter()
+            .filter(|&&x| self.exec(x).superseded())
+            .count() as u64
     }
 
     pub(crate) fn run_id(&self, x: u32) -> String {
@@ -326,10 +352,18 @@ impl SlotBuf {
         // A start while an earlier execution was active (until its end; without one, until
         // start + lock.ttl), or after an earlier one had succeeded.
         self.duplicates.clear();
+        // A superseded execution neither clashes nor is clashed with: its lease had run
+        // out when the newer holder took the slot (SPEC 7.1 item 24), one holder at a time.
         for (k, &x) in self.started.iter().enumerate() {
             let e = a.slots.exec(x);
+            if e.superseded() {
+                continue;
+            }
             let clash = self.started[..k].iter().any(|&y| {
                 let p = a.slots.exec(y);
+                if p.superseded() {
+                    return false;
+                }
                 let active_until = if p.has_end() {
                     p.end
                 } else {
@@ -343,7 +377,12 @@ impl SlotBuf {
             if clash {
                 if self.duplicates.is_empty() {
                     // Name the earlier execution(s) it clashed with.
-                    self.duplicates.extend_from_slice(&self.started[..k]);
+                    self.duplicates.extend(
+                        self.started[..k]
+                            .iter()
+                            .copied()
+                            .filter(|&y| !a.slots.exec(y).superseded()),
+                    );
                 }
                 self.duplicates.push(x);
             }

@@ -21,6 +21,11 @@ const MAX_CODE: usize = 128;
 /// The longest message taken from `done`: the `detail` of `end` keeps 4 KiB.
 const MAX_MESSAGE: usize = 4096;
 
+/// The `detail` of an attempt whose callback was still running at the deadline (SPEC 7.1
+/// item 25): the guard can end the attempt and release the lease, but a callback in another
+/// process is not its to stop, so the ledger never claims it was.
+pub const NOT_STOPPED: &str = "callback still running, not stopped";
+
 enum Line {
     Msg(Value),
     Bad(String),
@@ -32,6 +37,9 @@ pub struct Link {
     rx: Receiver<Line>,
     /// The driver closed its end (it exited or died).
     pub gone: bool,
+    /// The last attempt reached its deadline with the callback unsettled: it ended
+    /// `TTL_EXCEEDED`, but the callback may still be running (nothing here can stop it).
+    pub overran: bool,
 }
 
 /// What an attempt tells the driver when it is granted.
@@ -72,7 +80,11 @@ impl Link {
                 }
             }
         });
-        Link { rx, gone: false }
+        Link {
+            rx,
+            gone: false,
+            overran: false,
+        }
     }
 
     /// One line to the driver. A driver that is gone is not an error: what the guard does
@@ -111,6 +123,7 @@ impl Link {
             acquired["traceparent"] = json!(tp);
         }
         self.send(&acquired);
+        self.overran = false;
         let ended = |exit, stopped, tail: Vec<u8>| Outcome {
             exit,
             stopped,
@@ -125,6 +138,7 @@ impl Link {
                 if !aborted {
                     self.send(&json!({"event": "abort", "reason": "deadline"}));
                 }
+                self.overran = true;
                 return ended(Exit::Signal(libc::SIGKILL), Stopped::Deadline, vec![]);
             }
             if !aborted && now >= abort_at {

@@ -1,26 +1,35 @@
 //! `batchguard run` (SPEC 7.1): the guard the scheduler calls on every tick. It reads as the
-//! steps of the SPEC: [`plan`] (the job, its store, its slot), [`Guard::acquire`] (the
-//! lease, or a skip), [`Guard::supervise`] (the command under the lease's deadline),
-//! [`classify`] (the outcome as a code and a class) and [`Guard::record_attempt`] (the
-//! ledger, the release, the line on stderr, the retry). A slot left unfinished by an
-//! earlier tick is caught up first (item 20).
+//! steps of the SPEC: [`plan`] (the job, its store), `slots` (its slot, bounded by the
+//! store's clock, and the slots behind it), [`Guard::acquire`] (the lease, or a skip),
+//! `attempt` (the command under the lease's deadline, then the `end`, the release and the
+//! retry), [`classify`] (the outcome as a code and a class), `say` (every line on stderr)
+//! and `leftovers` (the ledger apart, the spool, the outputs of runs that died). A slot left
+//! unfinished by an earlier tick is caught up, or dead-lettered when spent, first
+//! (items 20, 29).
 //!
 //! Exit codes follow `timeout(1)` and `flock(1)` (item 12); see [`Exit`].
 
+mod attempt;
 pub mod classify;
+mod leftovers;
 pub mod link;
 pub mod plan;
 pub mod report;
+mod say;
+mod slots;
 
-use crate::process::{self, SpawnError, Stopped};
-use crate::store::ledger::{self, Batch, Ledger};
-use crate::store::{
-    self, AcquireRequest, AcquireResult, EventRow, Finish, SlotState, Store, Unfinished, spool,
-};
+pub use leftovers::catch_up;
+use leftovers::{Apart, record};
+use say::{cannot, unreachable};
+use slots::{Checks, Slots};
+
+use crate::process::{self, Stopped};
+use crate::store::ledger::Batch;
+use crate::store::{self, AcquireRequest, AcquireResult, EventRow, Store, Unfinished};
 use classify::Class;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use plan::Plan;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// What `run` was asked to do.
@@ -117,78 +126,6 @@ pub fn run(opts: &Options) -> u8 {
     code
 }
 
-/// The exact command that works `slot` again, for every message that leaves a slot
-/// unworked.
-fn replay_line(opts: &Options, plan: Option<&Plan>, slot: Option<Timestamp>) -> String {
-    replay_with(opts, plan, slot, "")
-}
-
-/// [`replay_line`] with more options before the command's `--`.
-fn replay_with(opts: &Options, plan: Option<&Plan>, slot: Option<Timestamp>, more: &str) -> String {
-    let slot = slot.map_or_else(|| "SLOT".to_owned(), store::rfc3339);
-    let mut s = format!(
-        "batchguard run --manifest {} --job {}",
-        shell_quote(&opts.manifest.display().to_string()),
-        shell_quote(&opts.job)
-    );
-    let raw = plan.map(|p| p.store.raw()).or(opts.store.as_deref());
-    if let Some(p) = plan.filter(|p| p.store.raw() != store::DEFAULT_URL) {
-        s.push_str(&format!(" --store '{}'", p.store));
-    }
-    if let Some(l) = opts.ledger.as_ref().filter(|l| Some(l.as_str()) != raw) {
-        s.push_str(&format!(" --ledger '{}'", crate::db::mask(l)));
-    }
-    s.push_str(&format!(" --scheduled-at {slot}{more}"));
-    if !opts.command.is_empty() {
-        s.push_str(" --");
-        for a in &opts.command {
-            s.push(' ');
-            s.push_str(&shell_quote(a));
-        }
-    }
-    s
-}
-
-fn shell_quote(a: &str) -> String {
-    if !a.is_empty()
-        && a.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        a.to_owned()
-    } else {
-        format!("'{}'", a.replace('\'', "'\\''"))
-    }
-}
-
-/// Says why `run` cannot run, on stderr and to the link's driver; exit 125.
-fn cannot(link: &Option<link::Link>, code: &str, message: String) -> u8 {
-    eprintln!("batchguard run: {message}");
-    if let Some(l) = link {
-        l.error(code, &message);
-    }
-    CANNOT_RUN
-}
-
-/// What to say when the store did not take a statement (or could not be opened), with the
-/// replay line.
-fn unreachable(
-    opts: &Options,
-    plan: &Plan,
-    slot: Option<Timestamp>,
-    e: &store::StoreError,
-) -> String {
-    let shown = slot.map_or_else(|| "the current slot".to_owned(), store::rfc3339);
-    let (what, why) = (e.kind().says(), e.0.as_str());
-    format!(
-        "the store {} ({}) {what}, so job `{}` slot {shown} did not run: {}\n  replay it with: {}",
-        plan.store,
-        plan.store_from,
-        opts.job,
-        plan.store.scrub(why.to_owned()),
-        replay_line(opts, Some(plan), slot)
-    )
-}
-
 /// Why a slot is worked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Trigger {
@@ -219,6 +156,8 @@ struct Worked {
     attempts: Vec<report::Attempt>,
     /// `run` was told to stop (a signal) while working it.
     interrupted: bool,
+    /// The acquire answered slots to catch up first; nothing was worked.
+    behind: Option<Vec<Unfinished>>,
 }
 
 impl Worked {
@@ -229,6 +168,7 @@ impl Worked {
             skip_reason: None,
             attempts: vec![],
             interrupted: false,
+            behind: None,
         }
     }
 }
@@ -243,10 +183,15 @@ struct Guard<'a> {
     link: &'a mut Option<link::Link>,
     /// Check-ins and spans (`crate::notify`), when configured.
     notify: &'a mut crate::notify::Notifier,
+    /// This host's clock against the store's (item 22): `None` until a store answer gave
+    /// the latter, then the `detail` part when it is off by more than the tick tolerance.
+    skew: Option<Option<String>>,
 }
 
 /// SPEC 7.1 as steps: open the store and write leftovers; find the slot and any unfinished
-/// slot to catch up (one round trip); work the catch-up, then the current slot.
+/// slot to catch up (with `--scheduled-at`, on a store that folds the read into its
+/// acquire, the acquire answers them); dead-letter the slots whose last attempt was lost,
+/// work the catch-up, then the current slot.
 fn guarded(
     opts: &Options,
     plan: &Plan,
@@ -268,12 +213,17 @@ fn guarded(
         apart: Apart::new(opts, plan),
         link,
         notify,
+        skew: None,
     };
     // Leftovers first: spooled writes, and outputs of runs that died.
     if let Err(e) = catch_up(g.st.as_mut(), plan.store.raw()) {
         eprintln!("batchguard run: note: cannot write the spool yet: {e}");
     }
-    let (slot, behind) = match g.slots() {
+    let Slots {
+        slot,
+        mut behind,
+        mut checks,
+    } = match g.slots() {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -285,114 +235,34 @@ fn guarded(
     } else {
         Trigger::Schedule
     };
-    if let Some(u) = behind {
-        eprintln!(
-            "batchguard run: job `{}` slot {} {} (attempt {} of {}): catching it up before slot {}",
-            plan.job_name,
-            store::rfc3339(u.scheduled_at),
-            match u.state.as_str() {
-                "lost" => "lost its holder",
-                "interrupted" => "was interrupted",
-                _ => "failed without being dead-lettered",
-            },
-            u.attempts,
-            plan.max_attempts
-                .map_or_else(|| "unbounded".to_owned(), |m| m.to_string()),
-            store::rfc3339(slot)
-        );
-        let w = g.work(u.scheduled_at, Trigger::CatchUp);
-        let worked = !w.attempts.is_empty();
-        report.caught_up = Some(report::CaughtUp {
-            scheduled_at: u.scheduled_at,
-            outcome: w.outcome,
-            exit_code: i32::from(w.code),
-            attempts: w.attempts,
-        });
-        if w.interrupted {
-            // Told to stop while catching up: the current slot is left for the next tick.
-            return w.code;
+    loop {
+        if !behind.is_empty()
+            && let Some(code) = g.catch_up_behind(std::mem::take(&mut behind), slot, report)
+        {
+            return code;
         }
-        if opts.link && worked {
-            // One slot per `guard()` call: the catch-up was this call's slot.
-            if let Some(c) = report.caught_up.take() {
-                report.scheduled_at = Some(c.scheduled_at);
-                report.outcome = c.outcome;
-                report.attempts = c.attempts;
+        let w = g.work(slot, trigger, checks.take());
+        if let Some(list) = w.behind {
+            // The acquire found slots to catch up first; the current slot comes after them.
+            behind = list;
+            continue;
+        }
+        report.outcome = w.outcome;
+        report.skip_reason = w.skip_reason;
+        report.attempts = w.attempts;
+        // A skip of the current slot does not hide a catch-up that failed.
+        return match &report.caught_up {
+            Some(c) if w.code == 0 && w.outcome == "skipped" && c.exit_code != 0 => {
+                u8::try_from(c.exit_code).unwrap_or(1)
             }
-            return w.code;
-        }
-    }
-    let w = g.work(slot, trigger);
-    report.outcome = w.outcome;
-    report.skip_reason = w.skip_reason;
-    report.attempts = w.attempts;
-    // A skip of the current slot does not hide a catch-up that failed.
-    match &report.caught_up {
-        Some(c) if w.code == 0 && w.outcome == "skipped" && c.exit_code != 0 => {
-            u8::try_from(c.exit_code).unwrap_or(1)
-        }
-        _ => w.code,
+            _ => w.code,
+        };
     }
 }
 
 impl Guard<'_> {
-    /// The slot this tick works and the oldest unfinished slot within the catch-up window
-    /// with attempts left; the store's clock and the unfinished slots come in one answer.
-    fn slots(&mut self) -> Result<(Timestamp, Option<Unfinished>), u8> {
-        let (opts, plan) = (self.opts, self.plan);
-        let given = match opts.scheduled_at.map(|t| plan.given_slot(t)) {
-            Some(Err(why)) => return Err(cannot(self.link, "E_SLOT", why)),
-            Some(Ok(t)) => Some(t),
-            None => None,
-        };
-        let catches_up = !opts.manual && opts.drill.snapshot.is_none();
-        let host_guess = given.unwrap_or_else(Timestamp::now);
-        // The widest the window can be (`retry.catch_up`, else an interval of at most an
-        // hour) and an hour more for a host clock that is off: the exact window is applied
-        // below, from the slot the store's clock gives.
-        let reach = plan
-            .catch_up
-            .unwrap_or(std::time::Duration::from_secs(3600));
-        let (unfinished, now) = if catches_up && !reach.is_zero() {
-            let from = host_guess
-                .checked_sub(SignedDuration::try_from(reach).unwrap_or_default())
-                .and_then(|t| t.checked_sub(SignedDuration::from_hours(1)))
-                .unwrap_or(Timestamp::MIN);
-            match self.st.unfinished(&plan.ledger_job, from) {
-                Ok((u, now)) => (u, Some(now)),
-                Err(e) => return Err(self.store_failed(given, &e)),
-            }
-        } else {
-            (vec![], None)
-        };
-        let slot = match given {
-            Some(t) => t,
-            None => {
-                let now = match now {
-                    Some(n) => n,
-                    None => match self.st.now() {
-                        Ok(n) => n,
-                        Err(e) => return Err(self.store_failed(None, &e)),
-                    },
-                };
-                match plan.slot_at(now) {
-                    Ok(t) => t,
-                    Err(why) => return Err(cannot(self.link, "E_RUN", why)),
-                }
-            }
-        };
-        let window = SignedDuration::try_from(plan.catch_up_window(slot)).unwrap_or_default();
-        let oldest = slot.checked_sub(window).unwrap_or(Timestamp::MIN);
-        let behind = unfinished.into_iter().find(|u| {
-            u.scheduled_at >= oldest
-                && u.scheduled_at < slot
-                && plan.max_attempts.is_none_or(|m| u64::from(u.attempts) < m)
-        });
-        Ok((slot, behind))
-    }
-
     /// One slot: acquire, supervise, classify, record; again while the retry policy says so.
-    fn work(&mut self, slot: Timestamp, first: Trigger) -> Worked {
+    fn work(&mut self, slot: Timestamp, first: Trigger, mut checks: Option<Checks>) -> Worked {
         let (opts, plan) = (self.opts, self.plan);
         let mut trigger = first;
         let mut run_id = new_run_id();
@@ -412,16 +282,25 @@ impl Guard<'_> {
             }
         }
         loop {
-            let taken = match self.acquire(slot, trigger, &run_id) {
+            let taken = match self.acquire(slot, trigger, &run_id, checks.take()) {
                 Acquire::Taken(t) => t,
-                Acquire::Skipped { outcome, reason } => {
-                    if worked.attempts.is_empty() {
+                Acquire::Behind(list) => {
+                    worked.behind = Some(list);
+                    return worked;
+                }
+                Acquire::Skipped {
+                    outcome,
+                    reason,
+                    succeeded,
+                } => {
+                    // Skipped after an attempt of ours: the slot is another holder's now;
+                    // the failed attempt's code stands, unless the slot succeeded there
+                    // (item 29: the slot is done, which is what the exit code says).
+                    if worked.attempts.is_empty() || succeeded {
                         worked.outcome = outcome;
                         worked.skip_reason = Some(reason);
                         worked.code = 0;
                     }
-                    // Skipped after an attempt of ours: the slot is another holder's now;
-                    // the failed attempt's code stands.
                     return worked;
                 }
                 Acquire::Failed(code) => {
@@ -438,6 +317,7 @@ impl Guard<'_> {
             worked.attempts.push(next.attempt);
             worked.code = next.code;
             worked.outcome = next.outcome;
+            worked.skip_reason = next.skip_reason;
             worked.interrupted = matches!(verdict.class, Class::Interrupted(_));
             let gone = self.link.as_ref().is_some_and(|l| l.gone);
             let Some(delay) = next.retry_after.filter(|_| !gone) else {
@@ -480,7 +360,13 @@ impl Guard<'_> {
 
     /// Step 3 of SPEC 7.1: the lease, in one statement in the store's clock, with `start`;
     /// or the skip, said on stderr and written to the ledger.
-    fn acquire(&mut self, slot: Timestamp, trigger: Trigger, run_id: &str) -> Acquire {
+    fn acquire(
+        &mut self,
+        slot: Timestamp,
+        trigger: Trigger,
+        run_id: &str,
+        checks: Option<Checks>,
+    ) -> Acquire {
         let (opts, plan) = (self.opts, self.plan);
         let key = match plan.lock_key(slot, run_id) {
             Ok(k) => k,
@@ -499,7 +385,10 @@ impl Guard<'_> {
         let kind = plan.store.kind().as_str();
         let mut start = plan.event(run_id, slot, "start", trigger.as_str(), None);
         start.snapshot_digest = digest;
-        start.detail = Some(format!("store: {kind}"));
+        start.detail = Some(match self.skew_part() {
+            Some(skew) => format!("store: {kind}; {skew}"),
+            None => format!("store: {kind}"),
+        });
         let req = AcquireRequest {
             key: key.clone(),
             job: plan.ledger_job.clone(),
@@ -511,11 +400,24 @@ impl Guard<'_> {
             manual: opts.manual,
             start,
             ledger: self.apart.is_none(),
+            clock: checks.and_then(|c| c.clock),
+            catch_up_from: checks.and_then(|c| c.catch_up_from),
         };
         let sent = Instant::now();
-        let acquired = match self.st.acquire(&req) {
+        let answer = self.st.acquire(&req);
+        if answer.is_ok()
+            && self.skew.is_none()
+            && let Ok(now) = self.st.now()
+        {
+            self.note_skew(now);
+        }
+        let acquired = match answer {
             Ok(AcquireResult::Acquired(a)) => a,
             Ok(AcquireResult::Refused(why)) => return self.skipped(slot, trigger, run_id, why),
+            Ok(AcquireResult::OutOfClock { now }) => {
+                return Acquire::Failed(self.out_of_clock(slot, now));
+            }
+            Ok(AcquireResult::Behind { unfinished, .. }) => return Acquire::Behind(unfinished),
             Err(e) => return Acquire::Failed(self.store_failed(Some(slot), &e)),
         };
         if let Some(a) = self.apart.as_mut() {
@@ -553,12 +455,22 @@ impl Guard<'_> {
         let plan = self.plan;
         let kind = plan.store.kind().as_str();
         let reason = why.to_string();
-        let detail = format!("{reason}; store: {kind}");
-        eprintln!(
-            "batchguard run: job `{}` slot {} skipped: {detail}",
-            plan.job_name,
-            store::rfc3339(slot)
-        );
+        let mut detail = format!("{reason}; store: {kind}");
+        if let Some(skew) = self.skew_part() {
+            detail.push_str("; ");
+            detail.push_str(&skew);
+        }
+        // A catch-up that dead-letters a spent slot is not a tick turned away: its record
+        // is the store's `dead_letter`, and [`Guard::catch_up_behind`] has said it.
+        let dead_lettering =
+            trigger == Trigger::CatchUp && matches!(why, store::Refusal::Exhausted { .. });
+        if !dead_lettering {
+            eprintln!(
+                "batchguard run: job `{}` slot {} skipped: {detail}",
+                plan.job_name,
+                store::rfc3339(slot)
+            );
+        }
         if let (Some(a), store::Refusal::Exhausted { attempts }) = (self.apart.as_mut(), &why) {
             // The store dead-lettered the slot; its ledger event is ours to write.
             let mut dl = plan.event(run_id, slot, "dead_letter", trigger.as_str(), None);
@@ -572,9 +484,11 @@ impl Guard<'_> {
                 eprintln!("batchguard run: {e}");
             }
         }
-        let ev = plan.event(run_id, slot, "skip", trigger.as_str(), Some(detail));
-        if let Err(e) = self.record(ev) {
-            eprintln!("batchguard run: {e}");
+        if !dead_lettering {
+            let ev = plan.event(run_id, slot, "skip", trigger.as_str(), Some(detail));
+            if let Err(e) = self.record(ev) {
+                eprintln!("batchguard run: {e}");
+            }
         }
         let at = crate::notify::Attempt {
             slot,
@@ -584,352 +498,19 @@ impl Guard<'_> {
             trigger: trigger.as_str(),
         };
         self.notify.skipped(&at, &why, &reason);
+        // Item 28: `dead_lettered` is the answer of the call that dead-lettered the slot; a
+        // later call on it is a skip, reason `dead-lettered`.
         let outcome = match why {
-            store::Refusal::Exhausted { .. } | store::Refusal::DeadLettered => "dead_lettered",
+            store::Refusal::Exhausted { .. } => "dead_lettered",
             _ => "skipped",
         };
-        Acquire::Skipped { outcome, reason }
-    }
-
-    /// Step 5: the run directory, then the command under the lease's deadline. A failure
-    /// of this host to prepare or start it is a [`Class::SpawnFailed`] attempt.
-    fn supervise(&mut self, slot: Timestamp, trigger: Trigger, run_id: &str, taken: &Taken) -> Ran {
-        let plan = self.plan;
-        let deadline = taken.sent + plan.ttl - plan.safety;
-        let deadline_wall = taken
-            .acquired
-            .at
-            .checked_add(plan.ttl - plan.safety)
-            .unwrap_or(taken.acquired.at);
-        let attempt = taken.acquired.attempt;
-        let run_dir = PathBuf::from(".batchguard/runs").join(run_id);
-        let outputs_path = run_dir.join("outputs");
-        let error_path = run_dir.join("error");
-        let meta = self.apart.as_ref().map(|a| RunMeta {
-            store: plan.store.raw().to_owned(),
-            ledger: a.src.clone(),
-            job: plan.ledger_job.clone(),
-            scheduled_at: slot,
-        });
-        let mut alive = None;
-        let prepared = std::fs::create_dir_all(&run_dir)
-            .and_then(|()| {
-                alive = Some(hold_run_dir(&run_dir)?);
-                Ok(())
-            })
-            .and_then(|()| meta.as_ref().map_or(Ok(()), |m| write_meta(&run_dir, m)))
-            .and_then(|()| std::fs::write(&outputs_path, b""))
-            .map_err(|e| {
-                let cwd = std::env::current_dir()
-                    .map(|d| d.display().to_string())
-                    .unwrap_or_else(|_| ".".into());
-                format!(
-                    "cannot prepare its run directory {} in {cwd}: {e}",
-                    run_dir.display()
-                )
-            });
-        let linked = self.link.is_some();
-        let argv = prepared.and_then(|()| {
-            if linked {
-                Ok(vec![])
-            } else {
-                plan.argv(slot, run_id, attempt, taken.snapshot_path.as_deref())
-            }
-        });
-        let mut env = plan.env(
-            slot,
-            run_id,
-            attempt,
-            taken.acquired.fence,
-            deadline_wall,
-            taken.snapshot_path.as_deref(),
-            &outputs_path,
-            &error_path,
-        );
-        if let Some(tp) = self.notify.traceparent() {
-            env.push(("TRACEPARENT".into(), tp));
-        }
-        let result = match (&argv, self.link.as_mut()) {
-            (Ok(_), Some(l)) => Ok(l.attempt(
-                &link::Granted {
-                    slot,
-                    attempt,
-                    fence: taken.acquired.fence,
-                    run_id,
-                    deadline: deadline_wall,
-                    abort_at: deadline_wall
-                        .checked_sub(SignedDuration::try_from(plan.grace).unwrap_or_default())
-                        .unwrap_or(deadline_wall),
-                    trigger: trigger.as_str(),
-                    traceparent: self.notify.traceparent(),
-                },
-                &outputs_path,
-                &error_path,
-                deadline,
-                plan.grace,
-            )),
-            (Ok(argv), None) => process::run(&process::Spec {
-                argv,
-                env: &env,
-                deadline,
-                grace: plan.grace,
-            })
-            .map_err(|e| match e {
-                SpawnError::NotFound(m) => (NOT_FOUND, m),
-                SpawnError::NotExecutable(m) => (NOT_EXECUTABLE, m),
-                SpawnError::Other(m) => (NOT_EXECUTABLE, m),
-            }),
-            (Err(why), _) => Err((CANNOT_RUN, why.clone())),
-        };
-        Ran {
-            result,
-            run_dir,
-            outputs_path,
-            error_path,
-            _alive: alive,
-        }
-    }
-
-    /// Steps 6 and 7: the attempt's `end` (outputs, dead letter, release) in one write, the
-    /// outcome said on stderr, and whether to retry.
-    fn record_attempt(
-        &mut self,
-        slot: Timestamp,
-        trigger: Trigger,
-        run_id: &str,
-        taken: &Taken,
-        ran: &Ran,
-        class: &classify::Classified,
-    ) -> Next {
-        let plan = self.plan;
-        let attempt = taken.acquired.attempt;
-        let ended_at = self.store_now();
-        let (outputs, rejected) = classify::read_outputs(&ran.outputs_path, ended_at);
-        let mut end = plan.event(run_id, slot, "end", trigger.as_str(), None);
-        end.at = ended_at;
-        end.attempt = Some(attempt);
-        let attempts_left = plan.max_attempts.is_none_or(|m| u64::from(attempt) < m);
-        // A host's failure to start the command is that host's (item 14): the slot is
-        // released for another instance or a later tick, never dead-lettered.
-        let (state, dead_letter, retry) = match &class.class {
-            Class::Success => (SlotState::Succeeded, false, false),
-            Class::Interrupted(_) => (SlotState::Interrupted, false, false),
-            Class::SpawnFailed => (SlotState::Failed, false, false),
-            Class::Retryable if attempts_left => (SlotState::Failed, false, true),
-            _ => (SlotState::Failed, true, false),
-        };
-        let mut detail = Vec::new();
-        if class.class == Class::Success {
-            end.status = Some("success".into());
-        } else {
-            end.status = Some("failure".into());
-            end.error_code = Some(class.code.clone());
-            if !class.message.is_empty() {
-                detail.push(class.message.clone());
-            }
-        }
-        if rejected.count > 0 {
-            detail.push(classify::rejected_detail(&rejected));
-        }
-        if rejected.hashed > 0 {
-            detail.push(classify::hashed_detail(rejected.hashed));
-        }
-        if class.class != Class::Success && !class.stderr_tail.is_empty() {
-            detail.push(format!("stderr: {}", class.stderr_tail));
-        }
-        if !detail.is_empty() {
-            end.detail = Some(store::clip_detail(&detail.join("\n")));
-        }
-        let dl = dead_letter.then(|| {
-            let mut d = plan.event(run_id, slot, "dead_letter", trigger.as_str(), None);
-            d.at = ended_at;
-            d.attempt = Some(attempt);
-            d.error_code = Some(class.code.clone());
-            d.detail = Some(dead_letter_reason(class, attempt, plan.max_attempts));
-            d
-        });
-        let fin = Finish {
-            key: taken.key.clone(),
-            job: plan.ledger_job.clone(),
-            scheduled_at: slot,
-            run_id: run_id.to_owned(),
-            fence: taken.acquired.fence,
-            end,
-            outputs: outputs.clone(),
-            dead_letter: dl,
-            state,
-            ledger: self.apart.is_none(),
-        };
-        self.finish(fin, &ran.run_dir);
-        let (exit_status, signal) = match &ran.result {
-            Ok(o) => match o.exit {
-                process::Exit::Code(c) => (Some(c), None),
-                process::Exit::Signal(s) => (None, Some(s)),
-            },
-            Err(_) => (None, None),
-        };
-        let code = match class.class {
-            Class::Success => 0,
-            _ => exit_code(&ran.result),
-        };
-        let retry_after = retry.then(|| plan::delay(&plan.retry, u64::from(attempt)));
-        self.say(slot, attempt, class, &rejected, dead_letter, retry_after);
-        if let Some(l) = self.link.as_mut() {
-            l.refuse_late();
-            let code = (class.class != Class::Success).then_some(class.code.as_str());
-            l.ended(slot, attempt, code, retry_after.filter(|_| !l.gone));
-        }
-        let outcome = match (&class.class, dead_letter) {
-            (Class::Success, _) => "succeeded",
-            (_, true) => "dead_lettered",
-            _ => "failed",
-        };
-        let success = class.class == Class::Success;
-        self.notify.ended(
-            slot,
-            attempt,
-            &crate::notify::Outcome {
-                outcome,
-                success,
-                retrying: retry_after.is_some() && !self.link.as_ref().is_some_and(|l| l.gone),
-                exit_code: code,
-                error_code: (!success).then_some(class.code.as_str()),
-                message: last_line(&class.stderr_tail).unwrap_or_else(|| class.message.clone()),
-            },
-        );
-        Next {
-            attempt: report::Attempt {
-                attempt,
-                run_id: run_id.to_owned(),
-                fence: taken.acquired.fence,
-                instance: plan.instance.clone(),
-                started_at: taken.acquired.at,
-                ended_at,
-                exit_status,
-                signal,
-                error_code: (class.class != Class::Success).then(|| class.code.clone()),
-                outputs: outputs.len(),
-                rejected_output_lines: rejected.count,
-            },
-            code,
+        let succeeded = matches!(why, store::Refusal::Succeeded { .. });
+        Acquire::Skipped {
             outcome,
-            retry_after,
+            reason,
+            succeeded,
         }
     }
-
-    /// Writes the finish where it belongs. With a ledger apart: the ledger first, then the
-    /// run directory, then the release, so a released lease never leaves a run directory
-    /// whose outputs would be ingested twice.
-    fn finish(&mut self, mut fin: Finish, run_dir: &Path) {
-        if let Some(a) = self.apart.as_mut() {
-            let mut events = vec![fin.end.clone()];
-            events.extend(fin.dead_letter.clone());
-            let batch = Batch {
-                job: fin.job.clone(),
-                scheduled_at: fin.scheduled_at,
-                run_id: fin.run_id.clone(),
-                events,
-                outputs: std::mem::take(&mut fin.outputs),
-            };
-            match a.write(batch) {
-                Ok(()) => remove_run_dir(run_dir),
-                Err(e) => eprintln!("batchguard run: {e}"),
-            }
-            if let Err(e) = write_or_spool(self.st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
-                eprintln!("batchguard run: {e}");
-            }
-        } else {
-            if let Err(e) = write_or_spool(self.st.as_mut(), spool::Entry::Finish(Box::new(fin))) {
-                eprintln!("batchguard run: {e}");
-            }
-            remove_run_dir(run_dir);
-        }
-    }
-
-    /// Item 18: every outcome but a success is one line on stderr, with the slot, the code
-    /// and the OS error or the command's last stderr line.
-    fn say(
-        &self,
-        slot: Timestamp,
-        attempt: u32,
-        class: &classify::Classified,
-        rejected: &classify::Rejections,
-        dead_letter: bool,
-        retry_after: Option<std::time::Duration>,
-    ) {
-        let (opts, plan) = (self.opts, self.plan);
-        let head = format!(
-            "batchguard run: job `{}` slot {} attempt {attempt} of {}",
-            plan.job_name,
-            store::rfc3339(slot),
-            plan.max_attempts
-                .map_or_else(|| "unbounded".to_owned(), |m| m.to_string()),
-        );
-        if rejected.hashed > 0 {
-            eprintln!("{head}: {}", classify::hashed_detail(rejected.hashed));
-        }
-        if rejected.count > 0 {
-            eprintln!("{head}: {}", classify::rejected_detail(rejected));
-        }
-        let last = last_line(&class.stderr_tail);
-        let why = match (&class.class, last) {
-            (Class::Success, _) => return,
-            (Class::SpawnFailed, _) => {
-                eprintln!(
-                    "{head} could not start on this host ({}): {}; the lease is released, so another instance or the next tick works it\n  replay it with: {}",
-                    plan.instance,
-                    class.message,
-                    replay_line(opts, Some(plan), Some(slot))
-                );
-                return;
-            }
-            (Class::Interrupted(sig), _) => {
-                eprintln!(
-                    "{head} was interrupted (SIG{}): ended INTERRUPTED; the next `run` of this job catches it up",
-                    process::signal_name(*sig)
-                );
-                return;
-            }
-            (_, Some(l)) => format!("{} (last stderr line: {l})", class.code),
-            (_, None) if class.code == "TTL_EXCEEDED" => {
-                "TTL_EXCEEDED (stopped at the deadline, before its lease could end)".to_owned()
-            }
-            (_, None) => class.code.clone(),
-        };
-        if let Some(d) = retry_after {
-            eprintln!("{head} failed: {why}; retrying in {} s", d.as_secs());
-        } else if dead_letter {
-            eprintln!(
-                "{head} failed: {why}; dead-lettered: {}\n  after a fix, rerun it with: {}",
-                dead_letter_reason(class, attempt, plan.max_attempts),
-                replay_with(opts, Some(plan), Some(slot), " --manual --reason '…'")
-            );
-        } else {
-            eprintln!("{head} failed: {why}");
-        }
-    }
-}
-
-fn dead_letter_reason(class: &classify::Classified, attempt: u32, max: Option<u64>) -> String {
-    match &class.class {
-        Class::Retryable => format!("attempts exhausted ({attempt} of {})", max.unwrap_or(0)),
-        Class::Fatal => format!("`{}` is classified fatal", class.code),
-        _ => format!(
-            "`{}` is not classified (on_unknown: dead_letter)",
-            class.code
-        ),
-    }
-}
-
-/// The last non-empty line of a stderr tail, at most 200 characters.
-fn last_line(tail: &str) -> Option<String> {
-    let l = tail.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
-    Some(if l.chars().count() > 200 {
-        let cut: String = l.chars().take(200).collect();
-        format!("{cut}…")
-    } else {
-        l.to_owned()
-    })
 }
 
 enum Acquire {
@@ -937,7 +518,11 @@ enum Acquire {
     Skipped {
         outcome: &'static str,
         reason: String,
+        /// The slot had succeeded (here or on another instance).
+        succeeded: bool,
     },
+    /// Slots to catch up before this one (the store folded the read into the acquire).
+    Behind(Vec<Unfinished>),
     /// Could not ask (exit code, already said).
     Failed(u8),
 }
@@ -963,92 +548,9 @@ struct Next {
     attempt: report::Attempt,
     code: u8,
     outcome: &'static str,
+    /// Why a superseded attempt counts as a skip.
+    skip_reason: Option<String>,
     retry_after: Option<std::time::Duration>,
-}
-
-/// A `--ledger` apart from the store: opened on first use, once (a ledger that cannot be
-/// reached is not retried within the run: its writes are spooled).
-struct Apart {
-    src: String,
-    ledger: Option<Result<Box<dyn Ledger>, String>>,
-}
-
-impl Apart {
-    fn new(opts: &Options, plan: &Plan) -> Option<Apart> {
-        let src = opts.ledger.as_ref().filter(|l| *l != plan.store.raw())?;
-        Some(Apart {
-            src: src.clone(),
-            ledger: None,
-        })
-    }
-
-    /// Writes the batch to the ledger, or spools it for the next `run` or `store flush`.
-    fn write(&mut self, batch: Batch) -> Result<(), String> {
-        let src = &self.src;
-        let l = self
-            .ledger
-            .get_or_insert_with(|| ledger::open(src).map_err(|e| e.0));
-        let why = match l {
-            Ok(l) => match l.write(&batch) {
-                Ok(()) => return Ok(()),
-                Err(e) => e.0,
-            },
-            Err(why) => why.clone(),
-        };
-        let why = crate::db::scrub(src, why);
-        let entry = spool::Entry::Ledger {
-            ledger: self.src.clone(),
-            batch: Box::new(batch),
-        };
-        match spool::put(Path::new(spool::DIR), &entry) {
-            Ok(p) => {
-                eprintln!(
-                    "batchguard run: the ledger did not take a write ({why}); spooled to {} for the next run or `batchguard store flush`",
-                    p.display()
-                );
-                Ok(())
-            }
-            Err(io) => Err(format!(
-                "the ledger did not take a write ({why}) and the spool failed too: {io}"
-            )),
-        }
-    }
-}
-
-/// Writes one event where the ledger is: the store's tables, or the ledger apart.
-fn record(st: &mut dyn Store, apart: &mut Option<Apart>, ev: EventRow) -> Result<(), String> {
-    match apart {
-        None => write_or_spool(st, spool::Entry::Event(Box::new(ev))),
-        Some(a) => match Batch::events(vec![ev]) {
-            Some(b) => a.write(b),
-            None => Ok(()),
-        },
-    }
-}
-
-/// What a run directory of a run with a ledger apart says about its run, so the outputs of
-/// a run that died reach the ledger it was writing to.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct RunMeta {
-    store: String,
-    ledger: String,
-    job: String,
-    scheduled_at: Timestamp,
-}
-
-const RUN_META: &str = "run.json";
-
-fn write_meta(dir: &Path, meta: &RunMeta) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let text = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(dir.join(RUN_META))?;
-    f.write_all(&text)
 }
 
 /// Blocks until stdin reaches its end (the drill's barrier; see [`Drill::barrier`]).
@@ -1072,181 +574,6 @@ fn exit_code(result: &Result<process::Outcome, (u8, String)>) -> u8 {
             }
         },
     }
-}
-
-/// Writes to the store, or spools when the store does not answer.
-fn write_or_spool(st: &mut dyn Store, entry: spool::Entry) -> Result<(), String> {
-    let r = match &entry {
-        spool::Entry::Finish(f) => st.finish(f),
-        spool::Entry::Event(e) => st.append(e),
-        spool::Entry::Ledger { .. } => return Err("a ledger entry is not for the store".into()),
-    };
-    match r {
-        Ok(()) => Ok(()),
-        Err(e) => match spool::put(Path::new(spool::DIR), &entry) {
-            Ok(p) => {
-                eprintln!(
-                    "batchguard run: the ledger did not take a write ({e}); spooled to {} for the next run or `batchguard store flush`",
-                    p.display()
-                );
-                Ok(())
-            }
-            Err(io) => Err(format!(
-                "the ledger did not take a write ({e}) and the spool failed too: {io}"
-            )),
-        },
-    }
-}
-
-/// What a catch-up wrote, and what it had to leave behind (reported on stderr).
-#[derive(Debug, Default)]
-pub struct CaughtUp {
-    pub written: u64,
-    pub left: u64,
-}
-
-/// Writes the spool and the outputs of runs that died (their lease expired), once each.
-/// `store_url` is the store's URL as given: run directories of runs that held a lease in
-/// another store are not this store's to judge.
-pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::StoreError> {
-    let flushed = spool::flush(Path::new(spool::DIR), st)?;
-    for (p, why) in &flushed.unreadable {
-        eprintln!(
-            "batchguard: note: {} is not a spool entry ({why}); left in place",
-            p.display()
-        );
-    }
-    for (p, why) in &flushed.failed {
-        eprintln!(
-            "batchguard: note: {} stays spooled: its ledger did not take it ({why})",
-            p.display()
-        );
-    }
-    let mut done = CaughtUp {
-        written: flushed.written,
-        left: (flushed.unreadable.len() + flushed.failed.len()) as u64,
-    };
-    // An empty runs directory has no leftovers: no round trip to the store for them.
-    let runs = Path::new(".batchguard/runs");
-    let dirs: Vec<PathBuf> = std::fs::read_dir(runs)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    !p.file_name()
-                        .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    if dirs.is_empty() {
-        return Ok(done);
-    }
-    for run in st.abandoned()? {
-        let dir = runs.join(&run.run_id);
-        // The run's own lock, taken: a live run holds it, and of two runs catching up
-        // at once only one ingests (the other finds it held, or the directory gone).
-        let Ok(_claim) = hold_run_dir(&dir) else {
-            continue;
-        };
-        let file = dir.join("outputs");
-        if !file.is_file() {
-            continue;
-        }
-        let (outputs, _) = classify::read_outputs(&file, Timestamp::now());
-        done.written += st.ingest_abandoned(&run, &outputs)?;
-        remove_run_dir(&dir);
-    }
-    // Runs with a ledger apart: their directory names the ledger.
-    for dir in dirs {
-        let Ok(text) = std::fs::read(dir.join(RUN_META)) else {
-            continue;
-        };
-        let Ok(meta) = serde_json::from_slice::<RunMeta>(&text) else {
-            eprintln!(
-                "batchguard: note: {} is not readable; {} left in place",
-                dir.join(RUN_META).display(),
-                dir.display()
-            );
-            continue;
-        };
-        let Some(run_id) = dir.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        if meta.store != store_url {
-            continue;
-        }
-        let Ok(_claim) = hold_run_dir(&dir) else {
-            continue;
-        };
-        if !dir.join(RUN_META).is_file() || st.live(run_id)? {
-            continue;
-        }
-        let (outputs, _) = classify::read_outputs(&dir.join("outputs"), Timestamp::now());
-        let n = outputs.len() as u64;
-        if n > 0 {
-            let mut a = Apart {
-                src: meta.ledger.clone(),
-                ledger: None,
-            };
-            let batch = Batch {
-                job: meta.job,
-                scheduled_at: meta.scheduled_at,
-                run_id: run_id.to_owned(),
-                events: vec![],
-                outputs,
-            };
-            if let Err(e) = a.write(batch) {
-                eprintln!("batchguard: {e}");
-                done.left += 1;
-                continue;
-            }
-        }
-        done.written += n;
-        remove_run_dir(&dir);
-    }
-    Ok(done)
-}
-
-const RUN_LOCK: &str = "alive";
-
-/// Removes a run directory while its lock is held. It is first renamed to a hidden name
-/// that no run id has (catch-up skips hidden names), then emptied: removed in place,
-/// another catch-up could open, and so create, its lock file after `remove_dir_all`
-/// unlinked it and before the `rmdir`, and the directory would be left behind.
-fn remove_run_dir(dir: &Path) {
-    let Some(name) = dir.file_name() else {
-        return;
-    };
-    let mut hidden = std::ffi::OsString::from(".removing-");
-    hidden.push(name);
-    let gone = dir.with_file_name(hidden);
-    match std::fs::rename(dir, &gone) {
-        Ok(()) => {
-            let _ = std::fs::remove_dir_all(&gone);
-        }
-        Err(_) => {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-/// An exclusive `flock` on the run directory's lock file, held for the life of the attempt:
-/// the kernel drops it when the process dies, so a run whose lease has expired but whose
-/// process is merely paused (stopped, swapped out, frozen) is never taken for dead and its
-/// outputs file is not ingested from under it. Catch-up takes the same lock before it
-/// ingests a directory, so two runs catching up at once never ingest one run twice.
-fn hold_run_dir(dir: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(RUN_LOCK))?;
-    // SAFETY: flock on a file we own; the fd lives as long as `f`.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(f)
 }
 
 /// A run id: unique without coordination (time, pid and 64 random bits).

@@ -36,6 +36,20 @@ pub struct Plan {
     pub catch_up: Option<Duration>,
     /// `monitor`: where check-ins go (docs/checkins.md).
     pub monitor: Option<crate::manifest::model::Monitor>,
+    /// Whether a named slot is held against the store's clock (item 22); off only by
+    /// `BATCHGUARD_CLOCK_CHECK=off`, for rigs that replay a schedule faster than time
+    /// (docs/decisions.md).
+    pub clock_check: bool,
+}
+
+/// `BATCHGUARD_CLOCK_CHECK`: `off`, `0`, `false` or `no` turns item 22's bound off.
+fn clock_check() -> bool {
+    !std::env::var("BATCHGUARD_CLOCK_CHECK").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "off" | "0" | "false" | "no"
+        )
+    })
 }
 
 /// The `batchguard.toml` `run` reads: `--config`, else the nearest one above the manifest,
@@ -350,6 +364,7 @@ fn steps(opts: &Options, code: &mut &'static str) -> Result<Plan, String> {
             .and_then(|s| s.tick_tolerance)
             .map(|d| Duration::from_secs(d.0)),
         catch_up,
+        clock_check: clock_check(),
         job_name: opts.job.clone(),
         ledger_job: opts.job.clone(),
         service: loaded.manifest.service_name(&opts.manifest),
@@ -411,6 +426,43 @@ impl Plan {
         match self.tick_tolerance {
             Some(t) => t.min(interval / 2),
             None => Duration::from_secs(2).min(interval / 10),
+        }
+    }
+
+    /// The interval of the schedule at `slot` (to the next slot), else a day.
+    fn interval_at(&self, slot: Timestamp) -> SignedDuration {
+        self.schedule
+            .next_after(&self.tz, slot)
+            .map_or(SignedDuration::from_hours(24), |n| n.duration_since(slot))
+    }
+
+    /// The tick tolerance around the store's clock `now`, for the skew a tick reports.
+    pub fn tolerance_at(&self, now: Timestamp) -> Duration {
+        match self.latest_slot(now) {
+            Ok(l) => self.tolerance(self.interval_at(l)),
+            Err(_) => self.tolerance(SignedDuration::from_hours(24)),
+        }
+    }
+
+    /// Where the store's clock must be for a tick to name `slot` (SPEC 7.1 item 22): not
+    /// earlier than the slot less the tick tolerance (else this host runs ahead), and not
+    /// past the first slot after the catch-up reach (one interval, at most an hour, or
+    /// `retry.catch_up`) and the tolerance (else this host runs behind, or its tick is
+    /// too old to be a tick).
+    pub fn clock_bound(&self, slot: Timestamp) -> store::ClockBound {
+        let interval = self.interval_at(slot);
+        let tol = SignedDuration::try_from(self.tolerance(interval)).unwrap_or_default();
+        let reach = self
+            .catch_up
+            .and_then(|c| SignedDuration::try_from(c).ok())
+            .unwrap_or_else(|| interval.min(SignedDuration::from_hours(1)));
+        let far = slot
+            .checked_add(reach)
+            .and_then(|t| t.checked_add(tol))
+            .ok();
+        store::ClockBound {
+            earliest: slot.checked_sub(tol).unwrap_or(slot),
+            before: far.and_then(|f| self.schedule.next_after(&self.tz, f)),
         }
     }
 

@@ -27,6 +27,8 @@ pub enum EventWord {
 pub enum StatusWord {
     Success,
     Failure,
+    /// A newer holder took the slot over (its lease had expired): no verdict.
+    Superseded,
 }
 
 /// `trigger` values; absent means `schedule`.

@@ -42,6 +42,9 @@ impl EventKind {
 pub enum Status {
     Success,
     Failure,
+    /// The attempt's fence was no longer its slot's latest when it finished (SPEC 7.1
+    /// item 24): another holder took the slot over, so this attempt gives no verdict.
+    Superseded,
 }
 
 impl Status {
@@ -49,6 +52,7 @@ impl Status {
         match s {
             "success" => Some(Status::Success),
             "failure" => Some(Status::Failure),
+            "superseded" => Some(Status::Superseded),
             _ => None,
         }
     }
@@ -56,6 +60,7 @@ impl Status {
         match self {
             Status::Success => "success",
             Status::Failure => "failure",
+            Status::Superseded => "superseded",
         }
     }
 }

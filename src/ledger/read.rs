@@ -489,7 +489,10 @@ impl<'a> EventRef<'a> {
             Some(s) => Some(Status::parse(s).ok_or_else(|| {
                 c.err(
                     7,
-                    format!("{} is not a status; expected success or failure", shown(s)),
+                    format!(
+                        "{} is not a status; expected success, failure or superseded",
+                        shown(s)
+                    ),
                 )
             })?),
         };

@@ -63,6 +63,18 @@ pub fn skip_reason(detail: Option<&str>) -> &'static str {
     }
 }
 
+/// The host's clock minus the store's, in seconds, from the `host clock +3600.2 s` part
+/// of a `start` or `skip` detail (parts joined with `; `; SPEC 7.1 item 22).
+pub fn host_clock_skew(detail: Option<&str>) -> Option<f64> {
+    detail?.split("; ").find_map(|part| {
+        let v = part
+            .trim()
+            .strip_prefix("host clock ")?
+            .strip_suffix(" s")?;
+        v.parse::<f64>().ok().filter(|x| x.is_finite())
+    })
+}
+
 /// Who held the lock, from a skip's `held by INSTANCE (run …)`.
 pub fn holder(detail: Option<&str>) -> Option<&str> {
     let rest = detail?.strip_prefix("held by ")?;
@@ -120,6 +132,8 @@ pub struct JobCounters {
     pub started: u64,
     pub succeeded: u64,
     pub failed: u64,
+    /// `end` events with status `superseded` (a newer holder took the slot over).
+    pub superseded: u64,
     pub dead_lettered: u64,
     pub manual: u64,
     pub skips: BTreeMap<&'static str, u64>,
@@ -128,6 +142,9 @@ pub struct JobCounters {
     /// `scheduled_at` to the first successful `end`, once per slot.
     pub latency: Hist,
     pub last_success: Option<Timestamp>,
+    /// Per instance that ever said its host clock was off: the skew (seconds, host minus
+    /// store) of its latest `start` or `skip`, 0 when that one said nothing of it.
+    pub host_clock_skew: BTreeMap<String, (Timestamp, f64)>,
 }
 
 impl JobCounters {
@@ -182,8 +199,24 @@ impl Counters {
         let (id, c) = self.jobs.get_mut(&**job).expect("just inserted");
         let id = *id;
         let ev = &e.event;
+        if matches!(ev.event, EventKind::Start | EventKind::Skip)
+            && let Some(instance) = ev.instance
+        {
+            let skew = host_clock_skew(e.detail);
+            match c.host_clock_skew.get_mut(instance) {
+                Some(last) if ev.at >= last.0 => *last = (ev.at, skew.unwrap_or(0.0)),
+                Some(_) => {}
+                None => {
+                    if let Some(s) = skew {
+                        c.host_clock_skew.insert(instance.to_owned(), (ev.at, s));
+                    }
+                }
+            }
+        }
         match ev.event {
             EventKind::Start => c.started += 1,
+            // No verdict: neither a success nor a failure, and no run duration.
+            EventKind::End if ev.status == Some(Status::Superseded) => c.superseded += 1,
             EventKind::End => {
                 if let Some(o) = open.get(ev.run_id) {
                     let secs = (ev.at - o.started).as_secs_f64().max(0.0);
@@ -247,6 +280,22 @@ mod tests {
         assert_eq!(skip_reason(Some("busy")), "other");
         assert_eq!(skip_reason(None), "unknown");
         assert_eq!(holder(Some("already succeeded (run r1)")), None);
+    }
+
+    #[test]
+    fn the_host_clock_skew_is_read_from_its_part_of_the_detail() {
+        assert_eq!(
+            host_clock_skew(Some("store: postgres; host clock -3599.8 s")),
+            Some(-3599.8)
+        );
+        assert_eq!(host_clock_skew(Some("host clock +3600.2 s")), Some(3600.2));
+        assert_eq!(
+            host_clock_skew(Some("held by a (run r1); host clock +12.0 s")),
+            Some(12.0)
+        );
+        assert_eq!(host_clock_skew(Some("store: postgres")), None);
+        assert_eq!(host_clock_skew(Some("host clock soon s")), None);
+        assert_eq!(host_clock_skew(None), None);
     }
 
     #[test]

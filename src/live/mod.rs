@@ -251,6 +251,11 @@ impl TailSink for Side {
                 if ev.event == EventKind::End {
                     self.open.remove(ev.run_id);
                 }
+                // A superseded attempt gave no verdict: the job's last outcome is its
+                // newer holder's.
+                if ev.status == Some(Status::Superseded) {
+                    return;
+                }
                 let outcome = match (ev.event, ev.status) {
                     (EventKind::DeadLetter, _) => "dead_lettered",
                     (_, Some(Status::Failure)) => "failed",

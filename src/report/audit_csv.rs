@@ -11,6 +11,7 @@ pub const COLUMNS: &[&str] = &[
     "failed",
     "duplicated",
     "lost",
+    "superseded",
     "skipped",
     "lock_contention_ratio",
     "first_attempt_success_rate",

@@ -1,7 +1,7 @@
 //! `audit --format html`: one self-contained file (inline CSS and SVG, no scripts, no
 //! network), with the latency distribution per job and missed/duplicated runs per day.
 
-use super::audit_pretty::{HEADERS, by_job, metric_rows};
+use super::audit_pretty::{by_job, headers, metric_rows};
 use crate::audit::{AuditResult, JobReport};
 use crate::finding::Severity;
 
@@ -73,6 +73,9 @@ pub fn render(r: &AuditResult) -> String {
         flag(t.duplicated),
     ));
     h.push_str(&card("failed", t.failed.to_string(), flag(t.failed)));
+    if super::audit_pretty::shows_superseded(r) {
+        h.push_str(&card("superseded attempts", t.superseded.to_string(), ""));
+    }
     h.push_str(&card(
         "duplicate outputs",
         t.duplicate_outputs.to_string(),
@@ -102,7 +105,7 @@ pub fn render(r: &AuditResult) -> String {
     h.push_str(&latency_chart(&r.jobs));
 
     h.push_str("<h2>Jobs</h2><table class=\"m\"><thead><tr>");
-    for c in HEADERS {
+    for c in headers(r) {
         h.push_str(&format!("<th>{}</th>", esc(c)));
     }
     h.push_str("</tr></thead><tbody>");
@@ -170,13 +173,6 @@ pub fn render(r: &AuditResult) -> String {
                 esc(&s.codes.join(", ")),
                 rich(&s.reason)
             ));
-        }
-        h.push_str("</ul>");
-    }
-    if !r.notes.is_empty() {
-        h.push_str("<h2>Slots not counted</h2><ul>");
-        for n in &r.notes {
-            h.push_str(&format!("<li>{}</li>", rich(&n.message)));
         }
         h.push_str("</ul>");
     }

@@ -80,11 +80,23 @@ pub fn render(r: &AuditResult) -> String {
         pct(t.success_after_retry_rate),
         secs(t.latency_p95_s)
     ));
-    out.push_str("## Jobs\n\n| job | expected | succeeded | missed | failed | duplicated | lost | skipped | lock contention | first try | after retry | dead-lettered | manual | duration p50 / p95 / max | latency p50 / p95 / max | outputs | dup. outputs | missing outputs |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    // `superseded` only when an attempt was: the common table stays as it was.
+    let sup = super::audit_pretty::shows_superseded(r);
+    let (sup_head, sup_rule) = if sup {
+        (" superseded |", "---:|")
+    } else {
+        ("", "")
+    };
+    out.push_str(&format!("## Jobs\n\n| job | expected | succeeded | missed | failed | duplicated | lost |{sup_head} skipped | lock contention | first try | after retry | dead-lettered | manual | duration p50 / p95 / max | latency p50 / p95 / max | outputs | dup. outputs | missing outputs |\n|---|---:|---:|---:|---:|---:|---:|{sup_rule}---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"));
     for j in &r.jobs {
         let m = &j.metrics;
+        let sup_cell = if sup {
+            format!(" {} |", m.superseded)
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |{sup_cell} {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} | {} | {} |\n",
             esc(&code(&j.job)),
             m.expected,
             m.succeeded,
@@ -188,12 +200,6 @@ pub fn render(r: &AuditResult) -> String {
         out.push_str("\n## Checks not run\n\n");
         for s in &r.skipped {
             out.push_str(&format!("- {}: {}\n", s.codes.join(", "), text(&s.reason)));
-        }
-    }
-    if !r.notes.is_empty() {
-        out.push_str("\n## Slots not counted\n\n");
-        for n in &r.notes {
-            out.push_str(&format!("- {}\n", text(&n.message)));
         }
     }
     out

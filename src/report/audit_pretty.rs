@@ -68,19 +68,39 @@ pub(crate) fn table(headers: &[&str], rows: &[Vec<String>], max_first: usize) ->
     out
 }
 
-pub(crate) const HEADERS: &[&str] = &[
+const HEADERS: &[&str] = &[
     "job", "expected", "ok", "missed", "failed", "dup", "lost", "skip", "1st try", "retry ok",
     "lat p95", "dur p95", "dup out",
 ];
 
+/// Whether the metrics tables show a `superseded` column: only when an attempt was
+/// superseded, so the common table stays as narrow as it was.
+pub(crate) fn shows_superseded(r: &AuditResult) -> bool {
+    r.totals.superseded > 0
+}
+
+/// The metrics table's headers (`superseded` after `lost` when [`shows_superseded`]).
+pub(crate) fn headers(r: &AuditResult) -> Vec<&'static str> {
+    let mut h = HEADERS.to_vec();
+    if shows_superseded(r) {
+        h.insert(7, "superseded");
+    }
+    h
+}
+
 pub(crate) fn metric_rows(r: &AuditResult) -> Vec<Vec<String>> {
-    let mut rows: Vec<Vec<String>> = r.jobs.iter().map(|j| cells(&j.job, &j.metrics)).collect();
-    rows.push(cells("total", &r.totals));
+    let sup = shows_superseded(r);
+    let mut rows: Vec<Vec<String>> = r
+        .jobs
+        .iter()
+        .map(|j| cells(&j.job, &j.metrics, sup))
+        .collect();
+    rows.push(cells("total", &r.totals, sup));
     rows
 }
 
-fn cells(name: &str, m: &crate::audit::Metrics) -> Vec<String> {
-    vec![
+fn cells(name: &str, m: &crate::audit::Metrics, superseded: bool) -> Vec<String> {
+    let mut c = vec![
         name.to_owned(),
         m.expected.to_string(),
         m.succeeded.to_string(),
@@ -88,13 +108,19 @@ fn cells(name: &str, m: &crate::audit::Metrics) -> Vec<String> {
         m.failed.to_string(),
         m.duplicated.to_string(),
         m.lost.to_string(),
+    ];
+    if superseded {
+        c.push(m.superseded.to_string());
+    }
+    c.extend([
         m.skipped.to_string(),
         pct(m.first_attempt_success_rate),
         pct(m.success_after_retry_rate),
         secs(m.latency_p95_s),
         secs(m.duration_p95_s),
         m.duplicate_outputs.to_string(),
-    ]
+    ]);
+    c
 }
 
 /// One row of the drills table: job, last drill (when), its result, its scenarios, the
@@ -267,7 +293,7 @@ pub fn render(r: &AuditResult, color: bool) -> String {
         r.input.rows_rejected,
         r.input.rows_outside_window
     );
-    out.push_str(&table(HEADERS, &metric_rows(r), 28));
+    out.push_str(&table(&headers(r), &metric_rows(r), 28));
     out.push_str(&drills_section(r));
     for (job, fs) in by_job(r) {
         out.push('\n');
@@ -313,12 +339,6 @@ pub fn render(r: &AuditResult, color: bool) -> String {
         ));
     }
     if !r.skipped.is_empty() {
-        out.push('\n');
-    }
-    for n in &r.notes {
-        out.push_str(&format!("\n{} {}", paint("2", "note"), n.message));
-    }
-    if !r.notes.is_empty() {
         out.push('\n');
     }
     let (e, w) = (r.count(Severity::Error), r.count(Severity::Warning));

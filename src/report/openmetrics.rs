@@ -14,7 +14,7 @@
 //!
 //! | metric | type | labels | what |
 //! |---|---|---|---|
-//! | `batchguard_runs_total` | counter | job_name, outcome (`succeeded`, `failed`) | runs that ended (`end` events) |
+//! | `batchguard_runs_total` | counter | job_name, outcome (`succeeded`, `failed`, `superseded`) | runs that ended (`end` events; `superseded`: a newer holder took the slot over, no verdict) |
 //! | `batchguard_runs_started_total` | counter | job_name | `start` events |
 //! | `batchguard_skips_total` | counter | job_name, reason (`held`, `already_succeeded`, `dead_lettered`, `other`, `unknown`) | slots not run because the lock was not taken |
 //! | `batchguard_dead_letters_total` | counter | job_name | `dead_letter` events |
@@ -22,7 +22,8 @@
 //! | `batchguard_run_latency_seconds` | histogram | job_name | `scheduled_at` to the first successful `end` of each slot |
 //! | `batchguard_last_success_timestamp_seconds` | gauge | job_name | the latest successful `end` |
 //! | `batchguard_expected_slots`, `batchguard_missed_slots`, `batchguard_failed_slots` | gauge | job_name | the audit's figures over the window |
-//! | `batchguard_uncounted_slots` | gauge | job_name | due slots of the window before the job's first event (no `since:`), not counted |
+//! | `batchguard_uncounted_slots` | gauge | job_name | due slots of the window before the job's first event (no `since:`), not counted (the audit's AU112) |
+//! | `batchguard_host_clock_skew_seconds` | gauge | job_name, instance | host clock minus the store's at the instance's latest `start` or `skip`, from its `host clock ±N s` detail (0 when that event had none); only instances that ever reported one |
 //! | `batchguard_lock_contention_ratio` | gauge | job_name | skips / (starts + skips) over the window |
 //! | `batchguard_running_runs` | gauge | job_name | runs going on now |
 //! | `batchguard_live_leases`, `batchguard_expired_leases` | gauge | job_name | leases held, within and past their TTL |
@@ -183,6 +184,12 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
             &[("job_name", job), ("outcome", "failed")],
             c.failed as f64,
         );
+        o.sample(
+            "batchguard_runs",
+            "_total",
+            &[("job_name", job), ("outcome", "superseded")],
+            c.superseded as f64,
+        );
     }
     o.family(
         "batchguard_runs_started",
@@ -286,7 +293,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
         ),
         (
             "batchguard_uncounted_slots",
-            "Due slots of the window before the job's first event, not counted as missed: the job has no since: (with no event at all, every due slot).",
+            "Due slots of the window before the job's first event, not counted as missed: the job has no since: (AU112).",
             |j| Some(j.not_counted as f64),
         ),
         (
@@ -319,6 +326,31 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
             if let Some(v) = fig(job).and_then(get) {
                 o.sample(name, "", &[("job_name", job)], v);
             }
+        }
+    }
+    let skews: Vec<(&str, &str, f64)> = jobs
+        .keys()
+        .flat_map(|&job| {
+            counters(job)
+                .host_clock_skew
+                .iter()
+                .map(move |(inst, &(_, v))| (job, inst.as_str(), v))
+        })
+        .collect();
+    if !skews.is_empty() {
+        o.family(
+            "batchguard_host_clock_skew_seconds",
+            "gauge",
+            Some("seconds"),
+            "The instance's host clock minus the store's at its latest start or skip (0: within tick_tolerance).",
+        );
+        for (job, inst, v) in skews {
+            o.sample(
+                "batchguard_host_clock_skew_seconds",
+                "",
+                &[("job_name", job), ("instance", inst)],
+                v,
+            );
         }
     }
     o.family(

@@ -141,6 +141,53 @@ pub struct AcquireRequest {
     /// `dead_letter`) itself; false when `--ledger` names another ledger, which `run`
     /// then writes.
     pub ledger: bool,
+    /// Item 22: the store's clock must lie within these bounds, or nothing is written and
+    /// the answer is [`AcquireResult::OutOfClock`]. `None` (a manual run, a drill) checks
+    /// nothing.
+    pub clock: Option<ClockBound>,
+    /// Items 20 and 27: the job's unfinished slots in `[catch_up_from, scheduled_at)` are
+    /// answered ([`AcquireResult::Behind`]) instead of the lease, so the catch-up read rides
+    /// on the acquire instead of costing a round trip of its own.
+    pub catch_up_from: Option<Timestamp>,
+}
+
+/// Where the store's clock must be for a named slot to be worked (SPEC 7.1 item 22): a
+/// host whose clock runs ahead names slots that are not due yet, one that runs behind
+/// names slots the catch-up reach no longer covers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockBound {
+    /// The slot minus the tick tolerance: a clock earlier than this is a host ahead.
+    pub earliest: Timestamp,
+    /// The first slot after the slot plus the catch-up reach plus the tolerance: a clock at
+    /// or past it has a newer slot that makes this one too old to name.
+    pub before: Option<Timestamp>,
+}
+
+impl ClockBound {
+    /// Whether the store's clock `now` admits the slot.
+    pub fn admits(&self, now: Timestamp) -> bool {
+        now >= self.earliest && self.before.is_none_or(|b| now < b)
+    }
+}
+
+impl AcquireRequest {
+    /// The checks a store that cannot fold them into its acquire makes before it: the clock
+    /// bound, then the unfinished slots in the catch-up window (`unfinished` as
+    /// [`Store::unfinished`] answers them). `None`: acquire.
+    pub fn precheck(&self, now: Timestamp, unfinished: Vec<Unfinished>) -> Option<AcquireResult> {
+        if self.clock.is_some_and(|c| !c.admits(now)) {
+            return Some(AcquireResult::OutOfClock { now });
+        }
+        let from = self.catch_up_from?;
+        let behind: Vec<Unfinished> = unfinished
+            .into_iter()
+            .filter(|u| u.scheduled_at >= from && u.scheduled_at < self.scheduled_at)
+            .collect();
+        (!behind.is_empty()).then_some(AcquireResult::Behind {
+            unfinished: behind,
+            now,
+        })
+    }
 }
 
 /// A lease taken.
@@ -197,6 +244,41 @@ impl fmt::Display for Refusal {
 pub enum AcquireResult {
     Acquired(Acquired),
     Refused(Refusal),
+    /// The store's clock is outside the request's [`ClockBound`]: nothing was written.
+    OutOfClock {
+        now: Timestamp,
+    },
+    /// Slots to catch up (or dead-letter) before this one: nothing was written.
+    Behind {
+        unfinished: Vec<Unfinished>,
+        now: Timestamp,
+    },
+}
+
+/// What a finish came to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Finished {
+    /// `end`, outputs and any dead letter written; the slot settled, the lease released.
+    Written,
+    /// This run's `end` was already in the ledger (a spooled finish flushed twice, or by
+    /// two processes at once): nothing written.
+    AlreadyWritten,
+    /// Item 24: the slot has a newer holder; only `end` with status `superseded` was
+    /// written: no outputs, no dead letter, the slot and the lease left to the newer one.
+    Superseded { run_id: String, fence: Option<i64> },
+}
+
+impl Finished {
+    /// The `detail` of a superseded `end`, and what `run` says of it.
+    pub fn superseded_by(run_id: &str, fence: Option<i64>) -> String {
+        if run_id.is_empty() {
+            return "superseded: the slot has a newer holder".to_owned();
+        }
+        match fence {
+            Some(f) => format!("superseded by run {run_id} (fence {f})"),
+            None => format!("superseded by run {run_id}"),
+        }
+    }
 }
 
 /// The state a finished attempt leaves its slot in.
@@ -246,6 +328,19 @@ pub struct Finish {
 
 fn yes() -> bool {
     true
+}
+
+impl Finish {
+    /// The one event a superseded attempt writes (SPEC 7.1 item 24): its `end`, status
+    /// `superseded`, naming the newer holder; no error code, no fence.
+    pub fn superseded_end(&self, newer: &str, fence: Option<i64>) -> EventRow {
+        let mut end = self.end.clone();
+        end.status = Some("superseded".into());
+        end.error_code = None;
+        end.fence = None;
+        end.detail = Some(Finished::superseded_by(newer, fence));
+        end
+    }
 }
 
 /// A live lease, for `store status`.
@@ -334,9 +429,11 @@ pub trait Store {
     /// Takes the lease and writes `start`, or says why not; one transaction.
     fn acquire(&mut self, req: &AcquireRequest) -> Result<AcquireResult, StoreError>;
     /// Writes `end`, outputs and any dead letter, sets the slot's state and releases the
-    /// lease if this fence still holds it; one transaction. Idempotent per run id (a spooled
-    /// finish written twice is written once).
-    fn finish(&mut self, fin: &Finish) -> Result<(), StoreError>;
+    /// lease if this fence still holds it; one transaction. Exactly once per run id, also
+    /// when several processes flush the same spooled finish at once (item 23: a lock or a
+    /// constraint in the store, never a check-then-insert). A run that is no longer its
+    /// slot's latest writes only a `superseded` end (item 24).
+    fn finish(&mut self, fin: &Finish) -> Result<Finished, StoreError>;
     /// Appends one event (`skip`, `manual`).
     fn append(&mut self, ev: &EventRow) -> Result<(), StoreError>;
     /// Outputs of a run that died: added once (the run's `end` was never written).
@@ -360,6 +457,12 @@ pub trait Store {
     /// Every lease not released (live, or expired with its holder gone), with the store's
     /// clock at the read. A store that cannot list them says so; `watch` and `metrics`
     /// then show the ledger's view only.
+    /// Whether [`Store::acquire`] makes the checks of [`AcquireRequest::clock`] and
+    /// [`AcquireRequest::catch_up_from`] itself; when not, `run` reads the unfinished slots
+    /// first and clears them (a round trip more).
+    fn folds_checks(&self) -> bool {
+        false
+    }
     fn held_leases(&mut self) -> Result<(Vec<HeldLease>, Timestamp), StoreError> {
         Err(StoreError::failed(
             "this store does not list its leases, so live leases are not shown".into(),

@@ -19,8 +19,9 @@
 use super::ledger::{Batch, Ledger};
 use super::url::Conn;
 use super::{
-    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, StoreUrl, Unfinished, rfc3339,
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, Finished, HeldLease,
+    LeaseRow, OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, StoreUrl, Unfinished,
+    rfc3339,
 };
 use jiff::Timestamp;
 use sqlx::postgres::PgConnection;
@@ -158,11 +159,37 @@ fn acquire_sql(req: &AcquireRequest) -> String {
     let st = &req.start;
     let inst = lit_opt(st.instance.as_deref());
     let trig = lit(&st.trigger);
+    // Items 22 and 27: the clock bound and the catch-up read ride on the acquire; either
+    // one closes the gate, and the answer says which.
+    let clock_ok = req.clock.map_or_else(
+        || "true".to_owned(),
+        |c| {
+            let before = c
+                .before
+                .map_or_else(String::new, |b| format!(" AND now() < {}", ts(b)));
+            format!("now() >= {}{before}", ts(c.earliest))
+        },
+    );
+    let unf = match req.catch_up_from {
+        Some(from) => format!(
+            "SELECT u.scheduled_at, u.attempts, CASE WHEN u.state = 'running' THEN 'lost' ELSE u.state END AS st, u.run_id
+  FROM batchguard_slots u WHERE u.job = {j} AND u.scheduled_at >= {from} AND u.scheduled_at < {s}
+    AND (u.state IN ('failed', 'interrupted') OR (u.state = 'running' AND NOT EXISTS
+      (SELECT 1 FROM batchguard_leases l WHERE l.run_id = u.run_id AND l.state = 'held' AND l.lease_until > now())))",
+            from = ts(from)
+        ),
+        None => "SELECT NULL::timestamptz AS scheduled_at, NULL::integer AS attempts, NULL::text AS st, NULL::text AS run_id WHERE false".to_owned(),
+    };
     format!(
         "WITH slot AS (
   SELECT attempts, state, run_id FROM batchguard_slots WHERE job = {j} AND scheduled_at = {s}
+), unf AS (
+  {unf}
+), clk AS (
+  SELECT ({clock_ok}) AS ok
 ), gate AS (
-  SELECT NOT EXISTS (SELECT 1 FROM slot WHERE state = 'succeeded' OR (state = 'dead_lettered' AND NOT {manual})) AS open,
+  SELECT NOT EXISTS (SELECT 1 FROM slot WHERE state = 'succeeded' OR (state = 'dead_lettered' AND NOT {manual}))
+           AND (SELECT ok FROM clk) AND NOT EXISTS (SELECT 1 FROM unf) AS open,
          COALESCE((SELECT attempts FROM slot), 0) AS used
 ), lease AS (
   INSERT INTO {l} (key, job, scheduled_at, holder, run_id, fence, acquired_at, lease_until, state)
@@ -194,7 +221,8 @@ fn acquire_sql(req: &AcquireRequest) -> String {
 SELECT (SELECT won::text FROM lease), (SELECT holder FROM lease), (SELECT run_id FROM lease),
        (SELECT fence::text FROM lease), (SELECT state FROM lease), (SELECT {until} FROM lease),
        (SELECT attempts::text FROM slot_up), (SELECT state FROM slot), (SELECT run_id FROM slot),
-       (SELECT used::text FROM gate), {now};
+       (SELECT used::text FROM gate), (SELECT ok::text FROM clk), {now}
+UNION ALL SELECT 'u', {unf_at}, attempts::text, st, run_id, NULL, NULL, NULL, NULL, NULL, NULL, {now} FROM unf;
 WITH f AS (
   UPDATE {l} SET fence = nextval('batchguard_fence')
   WHERE key = {k} AND run_id = {r} AND state = 'held'
@@ -214,11 +242,22 @@ SELECT (SELECT fence::text FROM f), {now}",
         detail = lit_opt(st.detail.as_deref().map(super::clip_detail).as_deref()),
         until = us("lease_until"),
         now = us("now()"),
+        unf_at = us("unf.scheduled_at"),
     )
 }
 
-/// The finish: one statement, written once per run id (a spooled finish sent again, or a
-/// finish racing its spool copy, finds the `end` and writes nothing).
+/// The finish: one message, written once per run id (item 23). Its first statement takes
+/// the run's advisory lock (held to the end of the message's implicit transaction), so of
+/// two processes flushing one spooled finish the second waits, and its second statement,
+/// with a snapshot of its own, then finds the first one's `end` and writes nothing.
+///
+/// A run that is no longer its slot's latest (item 24: another holder took the slot after
+/// this one's lease expired) writes only its `end`, status `superseded`: the slot's update
+/// is conditional on this run id under the row's lock, and when it matches nothing while
+/// the slot exists, the attempt is superseded. Its outputs are still recorded: the job
+/// applied them (most before its lease ended), and leaving them out would hide a double
+/// apply from audit (docs/decisions.md). `end` and `dead_letter` go in one insert, in that
+/// order (item 28).
 fn finish_sql(fin: &Finish) -> String {
     let (j, s, r) = (lit(&fin.job), ts(fin.scheduled_at), lit(&fin.run_id));
     let state = if fin.dead_letter.is_some() {
@@ -231,75 +270,123 @@ fn finish_sql(fin: &Finish) -> String {
         SlotState::DeadLettered => "dead_lettered",
         _ => "released",
     };
-    if !fin.ledger {
+    let done = if fin.ledger {
+        format!(
+            "SELECT EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end') AS d"
+        )
+    } else {
         // The ledger is elsewhere: settle the slot and release the lease only.
-        return format!(
-            "WITH done AS (SELECT false AS d){}",
-            settle_sql(fin, state, lease_state)
-        );
-    }
+        "SELECT false AS d".to_owned()
+    };
     let mut sql = format!(
-        "WITH done AS (
-  SELECT EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end') AS d
-), e_end AS (
-  INSERT INTO batchguard_events ({EVENT_COLUMNS}) SELECT {end} FROM done WHERE NOT done.d
-)",
-        end = event_values(&fin.end)
-    );
-    if let Some(dl) = &fin.dead_letter {
-        sql.push_str(&format!(
-            ", e_dl AS (
-  INSERT INTO batchguard_events ({EVENT_COLUMNS}) SELECT {} FROM done WHERE NOT done.d
-)",
-            event_values(dl)
-        ));
-    }
-    if !fin.outputs.is_empty() {
-        sql.push_str(&format!(
-            ", outs AS ({})",
-            outputs_insert(&j, &s, &r, &fin.outputs)
-        ));
-    }
-    sql.push_str(&settle_sql(fin, state, lease_state));
-    sql
-}
-
-/// The finish's tail: the slot's state and the lease's release, unless `done`.
-fn settle_sql(fin: &Finish, state: SlotState, lease_state: &str) -> String {
-    let (j, s, r) = (lit(&fin.job), ts(fin.scheduled_at), lit(&fin.run_id));
-    format!(
-        ", slot AS (
+        "SELECT count(*)::text FROM (SELECT pg_advisory_xact_lock(hashtextextended({r}, 0))) l;
+WITH done AS (
+  {done}
+), slot AS (
   UPDATE batchguard_slots SET state = '{st}'
-  WHERE job = {j} AND scheduled_at = {s} AND (run_id = {r} OR '{st}' = 'succeeded')
-    AND NOT (SELECT d FROM done)
+  WHERE job = {j} AND scheduled_at = {s} AND run_id = {r} AND NOT (SELECT d FROM done)
+  RETURNING 1
+), cur AS (
+  SELECT run_id FROM batchguard_slots WHERE job = {j} AND scheduled_at = {s}
+), sup AS (
+  SELECT NOT (SELECT d FROM done) AND NOT EXISTS (SELECT 1 FROM slot) AND EXISTS (SELECT 1 FROM cur) AS s,
+         (SELECT run_id FROM cur) AS newer,
+         (SELECT l.fence FROM batchguard_leases l, cur WHERE l.run_id = cur.run_id AND cur.run_id <> {r} LIMIT 1) AS fence
 ), rel AS (
   UPDATE batchguard_leases SET state = '{lease_state}', lease_until = LEAST(lease_until, now())
-  WHERE key = {k} AND fence = {f} AND NOT (SELECT d FROM done)
-)
-SELECT {now}",
+  WHERE key = {k} AND fence = {f} AND NOT (SELECT d FROM done) AND NOT (SELECT s FROM sup)
+)",
         st = state.as_str(),
         k = lit(&fin.key),
         f = fin.fence,
-        now = us("now()"),
-    )
+    );
+    if fin.ledger {
+        let end = &fin.end;
+        let sup_detail = format!(
+            "CASE WHEN sup.newer IS NOT NULL AND sup.newer <> {r} \
+             THEN 'superseded by run ' || sup.newer || COALESCE(' (fence ' || sup.fence || ')', '') \
+             ELSE 'superseded: the slot has a newer holder' END"
+        );
+        let end_row = format!(
+            "SELECT 1 AS o, {run}, {job}, {sched}, 'end', {at}, {inst}, {att}, \
+             CASE WHEN sup.s THEN 'superseded' ELSE {status} END, \
+             CASE WHEN sup.s THEN NULL ELSE {code} END, {digest}, {trig}, \
+             CASE WHEN sup.s THEN NULL ELSE {fence} END, \
+             CASE WHEN sup.s THEN {sup_detail} ELSE {detail} END FROM sup",
+            run = lit(&end.run_id),
+            job = lit(&end.job),
+            sched = ts(end.scheduled_at),
+            at = ts(end.at),
+            inst = lit_opt(end.instance.as_deref()),
+            att = int_opt(end.attempt),
+            status = lit_opt(end.status.as_deref()),
+            code = lit_opt(end.error_code.as_deref()),
+            digest = lit_opt(end.snapshot_digest.as_deref()),
+            trig = lit(&end.trigger),
+            fence = end
+                .fence
+                .map_or_else(|| "NULL::bigint".to_owned(), |f| f.to_string()),
+            detail = lit_opt(end.detail.as_deref().map(super::clip_detail).as_deref()),
+        );
+        let dl_row = fin.dead_letter.as_ref().map_or_else(String::new, |dl| {
+            format!(
+                "\n  UNION ALL SELECT 2, {} FROM sup WHERE NOT sup.s",
+                event_values(dl)
+            )
+        });
+        sql.push_str(&format!(
+            ", evs AS (
+  INSERT INTO batchguard_events ({EVENT_COLUMNS})
+  SELECT v.run_id, v.job, v.scheduled_at, v.event, v.at, v.instance, v.attempt, v.status, v.error_code,
+         v.snapshot_digest, v.\"trigger\", v.fence, v.detail
+  FROM ({end_row}{dl_row}) AS v(o, {EVENT_COLUMNS}), done WHERE NOT done.d ORDER BY v.o
+)"
+        ));
+        if !fin.outputs.is_empty() {
+            sql.push_str(&format!(
+                ", outs AS ({})",
+                outputs_insert(&j, &s, &r, &fin.outputs)
+            ));
+        }
+    }
+    sql.push_str(&format!(
+        "\nSELECT (SELECT d FROM done)::text, (SELECT s FROM sup)::text, (SELECT newer FROM sup), \
+         (SELECT fence::text FROM sup), {}",
+        us("now()")
+    ));
+    sql
 }
 
-/// A ledger batch: one statement, the events and outputs of one run; a batch with an `end`
-/// is written once per run id.
+/// A ledger batch: one message, the events and outputs of one run, events in their order;
+/// a batch with an `end` is written once per run id, under the run's advisory lock as a
+/// finish is (item 23).
 fn batch_sql(b: &Batch) -> String {
     let (j, s, r) = (lit(&b.job), ts(b.scheduled_at), lit(&b.run_id));
+    let mut sql = String::new();
     let done = if b.has_end() {
+        sql.push_str(&format!(
+            "SELECT count(*)::text FROM (SELECT pg_advisory_xact_lock(hashtextextended({r}, 0))) l;\n"
+        ));
         format!(
             "SELECT EXISTS (SELECT 1 FROM batchguard_events WHERE run_id = {r} AND event = 'end') AS d"
         )
     } else {
         "SELECT false AS d".to_owned()
     };
-    let mut sql = format!("WITH done AS ({done})");
-    for (i, ev) in b.events.iter().enumerate() {
+    sql.push_str(&format!("WITH done AS ({done})"));
+    if !b.events.is_empty() {
+        let rows: Vec<String> = b
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, ev)| format!("SELECT {i} AS o, {}", event_values(ev)))
+            .collect();
         sql.push_str(&format!(
-            ", e{i} AS (INSERT INTO batchguard_events ({EVENT_COLUMNS}) SELECT {} FROM done WHERE NOT done.d)",
-            event_values(ev)
+            ", evs AS (INSERT INTO batchguard_events ({EVENT_COLUMNS})
+  SELECT v.run_id, v.job, v.scheduled_at, v.event, v.at, v.instance, v.attempt, v.status, v.error_code,
+         v.snapshot_digest, v.\"trigger\", v.fence, v.detail
+  FROM ({}) AS v(o, {EVENT_COLUMNS}), done WHERE NOT done.d ORDER BY v.o)",
+            rows.join(" UNION ALL ")
         ));
     }
     if !b.outputs.is_empty() {
@@ -501,9 +588,32 @@ impl Store for PgStore {
         const WHAT: &str = "cannot acquire the lease";
         let rows = self.query(acquire_sql(req), WHAT)?;
         let now = self.tick(&rows).ok_or_else(|| self.unexpected(WHAT))?;
-        let (Some(r), Some(granted)) = (rows.first(), rows.get(1)) else {
+        // The first statement's rows: its summary, then one row per unfinished slot (marked
+        // `u`); the second statement's one row (the fence) has two columns.
+        let marked =
+            |r: &&Vec<Option<String>>| r.first().cloned().flatten().as_deref() == Some("u");
+        let (Some(r), Some(granted)) = (
+            rows.iter().find(|r| r.len() > 2 && !marked(r)),
+            rows.iter().find(|r| r.len() == 2),
+        ) else {
             return Err(self.unexpected(WHAT));
         };
+        if r.get(10).cloned().flatten().as_deref() == Some("false") {
+            return Ok(AcquireResult::OutOfClock { now });
+        }
+        let behind =
+            Unfinished::oldest_first(rows.iter().filter(|r| r.len() > 2 && marked(r)).filter_map(
+                |u| {
+                    let n = u[2].as_deref().and_then(|n| n.parse().ok());
+                    Some((parse_us(&u[1]), n, u[3].clone()?, u[4].clone()?))
+                },
+            ));
+        if !behind.is_empty() {
+            return Ok(AcquireResult::Behind {
+                unfinished: behind,
+                now,
+            });
+        }
         let get = |i: usize| r.get(i).cloned().flatten();
         let won = get(0).as_deref() == Some("true");
         let lease_state = get(4);
@@ -547,10 +657,26 @@ impl Store for PgStore {
         Ok(AcquireResult::Refused(refusal))
     }
 
-    fn finish(&mut self, fin: &Finish) -> Result<(), StoreError> {
-        let rows = self.query(finish_sql(fin), "cannot write the end of the run")?;
+    fn finish(&mut self, fin: &Finish) -> Result<Finished, StoreError> {
+        const WHAT: &str = "cannot write the end of the run";
+        let rows = self.query(finish_sql(fin), WHAT)?;
         self.tick(&rows);
-        Ok(())
+        let r = rows.last().ok_or_else(|| self.unexpected(WHAT))?;
+        let get = |i: usize| r.get(i).cloned().flatten();
+        Ok(if get(0).as_deref() == Some("true") {
+            Finished::AlreadyWritten
+        } else if get(1).as_deref() == Some("true") {
+            Finished::Superseded {
+                run_id: get(2).filter(|n| *n != fin.run_id).unwrap_or_default(),
+                fence: get(3).and_then(|f| f.parse().ok()),
+            }
+        } else {
+            Finished::Written
+        })
+    }
+
+    fn folds_checks(&self) -> bool {
+        true
     }
 
     fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {

@@ -5,14 +5,18 @@
 //! - the acquire reads the slot's marker, takes the lease with `SET NX PX` (a lease that
 //!   expired is gone, so "no holder or an expired one" is what `NX` tests), `INCR`s the
 //!   job's fencing counter, counts the attempt, and answers with the holder when it is
-//!   refused;
+//!   refused; it first checks a named slot against Redis's clock and answers the job's
+//!   unfinished slots in the catch-up window instead (SPEC 7.1 items 22, 27: no round trip
+//!   of their own);
 //! - the finish settles the slot's marker and deletes the lease only when the lease still
-//!   carries this run's fence (owner-checked).
+//!   carries this run's fence (owner-checked), once per run id (item 23), and leaves both
+//!   alone when the slot has a newer run (item 24: superseded).
 //!
 //! Keys, under a prefix (`?prefix=`, default `batchguard`):
 //! `P:lease:<lock key>` (the holder as JSON, with the lease's time to live),
 //! `P:fence:<job>` (the counter), `P:slot:<job>:<scheduled_at>` (a hash: attempts, state,
-//! last run id; kept `?retention=` after its last write, default 35 days), `P:run:<run id>`
+//! last run id and its fence, what each run's finish came to; kept `?retention=` after its
+//! last write, default 35 days), `P:run:<run id>`
 //! (the lease key a live run holds), `P:slots:<job>` (the job's slots by time, for
 //! `store status`) and `P:jobs`.
 //!
@@ -33,305 +37,28 @@
 use super::ledger::{Batch, Ledger};
 use super::url::Conn;
 use super::{
-    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, StoreUrl, Unfinished, rfc3339,
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, Finished, HeldLease,
+    LeaseRow, OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, StoreUrl, Unfinished,
+    rfc3339,
 };
 use jiff::Timestamp;
 use redis::{IntoConnectionInfo, Value};
 use serde::Deserialize;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The key prefix unless `?prefix=` says otherwise.
-pub const DEFAULT_PREFIX: &str = "batchguard";
-/// How long a slot's marker (succeeded, dead-lettered, attempts) is kept after its last
-/// write unless `?retention=` says otherwise: longer than a month, so the monthly audit's
-/// window and a late `--scheduled-at` replay of last month's slot are still guarded.
-pub const DEFAULT_RETENTION_SECS: u64 = 35 * 86_400;
-/// The shortest retention accepted: a marker must outlive any retry of its slot.
-const MIN_RETENTION_SECS: u64 = 86_400;
-/// Where the highest fence seen per store and job is kept.
-pub const FENCES_FILE: &str = ".batchguard/fences.json";
+mod config;
+mod fences;
+mod scripts;
+pub use config::{Config, FENCES_FILE, parse_url};
+use fences::{read_fences, record_fence};
+use scripts::{ACQUIRE, FINISH, HELD, LIVE, MIGRATE, RAISE, RESTORE, UNFINISHED};
 
 /// How long one command may take before the store counts as unreachable.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The acquire. KEYS: lease, fence, slot, run, job's slots, jobs, epoch. ARGV: holder, run
-/// id, job, scheduled_at, ttl ms, retention ms, max attempts (or ""), manual (1/0), the
-/// fence floor (the highest this working directory has seen), the slot's epoch seconds.
-/// Only a granted lease `INCR`s the counter.
-const ACQUIRE: &str = r#"
-if redis.replicate_commands then redis.replicate_commands() end
-local t = redis.call('TIME')
-if redis.call('EXISTS', KEYS[7]) == 0 then return {'no_epoch', t[1], t[2]} end
-local ret = tonumber(ARGV[6])
-if tonumber(t[1]) - tonumber(ARGV[10]) > math.floor(ret / 1000) then return {'too_old', t[1], t[2]} end
-local st = redis.call('HMGET', KEYS[3], 'attempts', 'state', 'run_id')
-local used = tonumber(st[1]) or 0
-if st[2] == 'succeeded' then return {'succeeded', t[1], t[2], st[3] or ''} end
-if st[2] == 'dead_lettered' and ARGV[8] ~= '1' then return {'dead_lettered', t[1], t[2]} end
-local held = redis.call('GET', KEYS[1])
-if held then
-  return {'held', t[1], t[2], held, redis.call('PTTL', KEYS[1])}
-end
-if ARGV[7] ~= '' and ARGV[8] ~= '1' and used >= tonumber(ARGV[7]) then
-  redis.call('HSET', KEYS[3], 'state', 'dead_lettered')
-  redis.call('PEXPIRE', KEYS[3], ret)
-  return {'exhausted', t[1], t[2], used}
-end
-local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-if cur < tonumber(ARGV[9]) then
-  redis.call('DEL', KEYS[7])
-  return {'backwards', t[1], t[2], cur + 1}
-end
-local fence = redis.call('INCR', KEYS[2])
--- The fence as digits: cjson writes numbers with 14 significant digits only.
-local lease = cjson.encode({holder = ARGV[1], run_id = ARGV[2], fence = string.format('%d', fence), job = ARGV[3], scheduled_at = ARGV[4], acquired_us = t[1] .. string.format('%06d', tonumber(t[2]))})
-redis.call('SET', KEYS[1], lease, 'NX', 'PX', ARGV[5])
-redis.call('SET', KEYS[4], KEYS[1], 'PX', ARGV[5])
-local attempt = redis.call('HINCRBY', KEYS[3], 'attempts', 1)
-redis.call('HSET', KEYS[3], 'state', 'running', 'run_id', ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ret)
-local now = tonumber(t[1])
-redis.call('SADD', KEYS[6], ARGV[3])
-redis.call('ZADD', KEYS[5], tonumber(ARGV[10]), ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. tostring(now - math.floor(ret / 1000)))
-return {'acquired', t[1], t[2], fence, attempt}
-"#;
-
-/// The finish. KEYS: lease, slot, run. ARGV: run id, fence, state, retention ms.
-const FINISH: &str = r#"
-local t = redis.call('TIME')
-local srun = redis.call('HGET', KEYS[2], 'run_id')
-if srun == ARGV[1] or ARGV[3] == 'succeeded' then
-  redis.call('HSET', KEYS[2], 'state', ARGV[3])
-  if ARGV[3] == 'succeeded' then redis.call('HSET', KEYS[2], 'run_id', ARGV[1]) end
-  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[4]))
-end
-local held = redis.call('GET', KEYS[1])
-if held then
-  local ok, l = pcall(cjson.decode, held)
-  local lf = ok and type(l) == 'table' and l.fence
-  if type(lf) == 'number' then lf = string.format('%d', lf) end
-  if lf == ARGV[2] and l.run_id == ARGV[1] then
-    redis.call('DEL', KEYS[1])
-  end
-end
-redis.call('DEL', KEYS[3])
-return {t[1], t[2]}
-"#;
-
-/// `store migrate`: KEYS: epoch. ARGV: what writes it. Writes the epoch when there is none.
-const MIGRATE: &str = r#"
-local t = redis.call('TIME')
-local e = redis.call('GET', KEYS[1])
-if e then return {'present', e} end
-redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. t[1])
-return {'written', ARGV[1] .. ' ' .. t[1]}
-"#;
-
-/// `store repair`, one job's counter: KEYS: fence. ARGV: the highest fence known. Raises
-/// the counter to it (never lowers it); answers the counter.
-const RAISE: &str = r#"
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local want = tonumber(ARGV[1])
-if want > cur then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return want
-end
-return cur
-"#;
-
-/// `store repair`, one slot: KEYS: slot, job's slots, jobs. ARGV: attempts, state, run id,
-/// retention ms, job, scheduled_at, the slot's epoch seconds. A marker already settled
-/// (`succeeded`) is kept; otherwise the ledger's state and the larger attempt count win.
-const RESTORE: &str = r#"
-local st = redis.call('HMGET', KEYS[1], 'attempts', 'state')
-if st[2] ~= 'succeeded' then
-  local used = math.max(tonumber(st[1]) or 0, tonumber(ARGV[1]))
-  redis.call('HSET', KEYS[1], 'attempts', used, 'state', ARGV[2], 'run_id', ARGV[3])
-end
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
-redis.call('SADD', KEYS[3], ARGV[5])
-redis.call('ZADD', KEYS[2], tonumber(ARGV[7]), ARGV[6])
-return 1
-"#;
-
-/// `live`: KEYS: run. Whether the run's lease key still names it.
-const LIVE: &str = r#"
-local t = redis.call('TIME')
-local key = redis.call('GET', KEYS[1])
-local live = 0
-if key then
-  local held = redis.call('GET', key)
-  if held then
-    local ok, l = pcall(cjson.decode, held)
-    if ok and type(l) == 'table' and l.run_id == ARGV[1] then live = 1 end
-  end
-end
-return {t[1], t[2], live}
-"#;
-
-/// `held_leases`: KEYS: lease keys (found by `SCAN`). Each one's value and time to live,
-/// read with the clock in one atomic step; a key gone since the scan answers nothing.
-const HELD: &str = r#"
-local t = redis.call('TIME')
-local out = {t[1], t[2]}
-for i, k in ipairs(KEYS) do
-  local v = redis.call('GET', k)
-  if v then
-    table.insert(out, k)
-    table.insert(out, v)
-    table.insert(out, redis.call('PTTL', k))
-  end
-end
-return out
-"#;
-
-/// `unfinished`: KEYS: the job's slots. ARGV: the first slot's epoch seconds, the prefix of
-/// the job's slot keys, the prefix of run keys. The slots at or after it that ended
-/// interrupted or failed, or whose run holds no live lease while marked running (lost).
-const UNFINISHED: &str = r#"
-local t = redis.call('TIME')
-local out = {t[1], t[2]}
-for _, s in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')) do
-  local st = redis.call('HMGET', ARGV[2] .. s, 'attempts', 'state', 'run_id')
-  local state = st[2]
-  if state == 'running' then
-    local live = false
-    local key = st[3] and redis.call('GET', ARGV[3] .. st[3])
-    local held = key and redis.call('GET', key)
-    if held then
-      local ok, l = pcall(cjson.decode, held)
-      live = ok and type(l) == 'table' and l.run_id == st[3]
-    end
-    if not live then state = 'lost' end
-  end
-  if state == 'failed' or state == 'interrupted' or state == 'lost' then
-    table.insert(out, s)
-    table.insert(out, st[1] or '0')
-    table.insert(out, state)
-    table.insert(out, st[3] or '')
-  end
-end
-return out
-"#;
-
 /// Lease keys read by one `held_leases` script: a bound on how long Redis is kept busy.
 const HELD_CHUNK: usize = 1000;
-
-/// A store URL taken apart: what goes to the client, and batchguard's own parameters.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// The URL without batchguard's parameters, for the Redis client.
-    pub client_url: String,
-    pub prefix: String,
-    pub retention_secs: u64,
-    /// Scheme, host, port, database and prefix: what the fence file is keyed by (no
-    /// credentials, so a rotated password does not forget the fences).
-    pub identity: String,
-}
-
-/// `45s`, `10m`, `1h30m`, `35d`: the manifest's duration style.
-fn parse_duration(s: &str) -> Option<u64> {
-    let mut total: u64 = 0;
-    let mut num: Option<u64> = None;
-    for c in s.chars() {
-        if let Some(d) = c.to_digit(10) {
-            num = Some(
-                num.unwrap_or(0)
-                    .checked_mul(10)?
-                    .checked_add(u64::from(d))?,
-            );
-            continue;
-        }
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            _ => return None,
-        };
-        total = total.checked_add(num.take()?.checked_mul(unit)?)?;
-    }
-    (num.is_none() && !s.is_empty()).then_some(total)
-}
-
-fn valid_prefix(p: &str) -> bool {
-    !p.is_empty()
-        && p.len() <= 64
-        && p.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
-}
-
-/// Takes `?prefix=` and `?retention=` out of a `redis://` / `rediss://` URL, and checks
-/// the rest is a URL the Redis client takes; the error is the reason only (no URL).
-pub fn parse_url(url: &str) -> Result<Config, String> {
-    let bad = |why: String| why;
-    let (rest, fragment) = match url.split_once('#') {
-        Some((r, f)) => (r, Some(f)),
-        None => (url, None),
-    };
-    let (base, query) = match rest.split_once('?') {
-        Some((b, q)) => (b, q),
-        None => (rest, ""),
-    };
-    let mut prefix = DEFAULT_PREFIX.to_owned();
-    let mut retention_secs = DEFAULT_RETENTION_SECS;
-    let mut kept = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        match k {
-            "prefix" => {
-                if !valid_prefix(v) {
-                    return Err(bad(format!(
-                        "`prefix={v}` is not a key prefix: use 1 to 64 letters, digits, `_`, `-`, `.` or `:`"
-                    )));
-                }
-                prefix = v.to_owned();
-            }
-            "retention" => {
-                retention_secs = parse_duration(v)
-                    .filter(|s| *s >= MIN_RETENTION_SECS)
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "`retention={v}` is not a retention of at least 1d (a duration such as 35d or 90d)"
-                        ))
-                    })?;
-            }
-            _ => kept.push(pair),
-        }
-    }
-    let mut client_url = base.to_owned();
-    if !kept.is_empty() {
-        client_url.push('?');
-        client_url.push_str(&kept.join("&"));
-    }
-    if let Some(f) = fragment {
-        client_url.push('#');
-        client_url.push_str(f);
-    }
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let authority_and_path = &base[scheme_end..];
-    let (authority, path) = match authority_and_path.find('/') {
-        Some(i) => (&authority_and_path[..i], &authority_and_path[i + 1..]),
-        None => (authority_and_path, ""),
-    };
-    let hostport = authority.rsplit_once('@').map_or(authority, |x| x.1);
-    let db = if path.is_empty() { "0" } else { path };
-    let identity = format!("{}{hostport}/{db}#{prefix}", &base[..scheme_end]);
-    client_url
-        .as_str()
-        .into_connection_info()
-        .map_err(|e| format!("not a Redis URL: {}", crate::db::scrub(url, e.to_string())))?;
-    Ok(Config {
-        client_url,
-        prefix,
-        retention_secs,
-        identity,
-    })
-}
 
 pub struct RedisStore {
     conn: redis::Connection,
@@ -341,6 +68,12 @@ pub struct RedisStore {
     /// Redis's clock at the last answer, and when (monotonic) it arrived.
     clock: Option<(Timestamp, Instant)>,
     fences: PathBuf,
+}
+
+/// Epoch microseconds as a script argument; "" for none.
+fn opt_us(t: Option<Timestamp>) -> String {
+    t.map(|t| t.as_microsecond().to_string())
+        .unwrap_or_default()
 }
 
 /// A reply's element as text (bulk and simple strings, integers).
@@ -695,64 +428,6 @@ impl RedisStore {
     }
 }
 
-/// `{identity: {job: fence}}`; an absent file is empty.
-fn read_fences(path: &Path) -> Result<BTreeMap<String, BTreeMap<String, i64>>, String> {
-    match std::fs::read(path) {
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("not a fences file: {e}")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Raises the job's recorded fence to `fence` (never lowers it): read, merge and replace
-/// (write a temporary file, rename) under an exclusive lock of a lock file beside it.
-fn record_fence(path: &Path, identity: &str, job: &str, fence: i64) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::io::AsRawFd;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
-    let lock_path = path.with_extension("lock");
-    let lock = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    // SAFETY: a valid descriptor, kept open for the lock's life.
-    while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e.to_string());
-        }
-    }
-    let mut all = read_fences(path)?;
-    let slot = all
-        .entry(identity.to_owned())
-        .or_default()
-        .entry(job.to_owned())
-        .or_insert(0);
-    if *slot >= fence {
-        return Ok(());
-    }
-    *slot = fence;
-    let text = serde_json::to_vec_pretty(&all).map_err(|e| e.to_string())?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    f.write_all(&text)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
-}
-
 impl Store for RedisStore {
     fn now(&mut self) -> Result<Timestamp, StoreError> {
         if let Some((t, at)) = self.clock {
@@ -799,6 +474,18 @@ impl Store for RedisStore {
             if req.manual { "1" } else { "0" }.to_owned(),
             floor.to_string(),
             req.scheduled_at.as_second().to_string(),
+            opt_us(req.clock.map(|c| c.earliest)),
+            opt_us(req.clock.and_then(|c| c.before)),
+            // Slots are scored by their epoch second: the first whole second at or after
+            // the window's start.
+            req.catch_up_from
+                .map(|f| {
+                    f.as_microsecond().div_euclid(1_000_000) + i64::from(f.subsec_nanosecond() != 0)
+                })
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            self.slot_key(&req.job, ""),
+            self.key("run", ""),
         ];
         let reply = self.eval(ACQUIRE, &keys, &args, WHAT)?;
         let now = self.tick(&reply, 1).ok_or_else(|| self.unexpected(WHAT))?;
@@ -813,6 +500,22 @@ impl Store for RedisStore {
             )));
         }
         let result = match kind.as_str() {
+            "out_of_clock" => AcquireResult::OutOfClock { now },
+            "behind" => {
+                let rows = reply[3..].chunks_exact(4).filter_map(|c| {
+                    let at = text(c.first()).and_then(|t| t.parse().ok());
+                    Some((at, int(c.get(1)), text(c.get(2))?, text(c.get(3))?))
+                });
+                let unfinished = Unfinished::oldest_first(rows);
+                if unfinished.is_empty() {
+                    // Slots behind that do not read back (a key edited by hand): nothing
+                    // was written; asked again without the catch-up.
+                    let mut again = req.clone();
+                    again.catch_up_from = None;
+                    return self.acquire(&again);
+                }
+                AcquireResult::Behind { unfinished, now }
+            }
             "acquired" => {
                 let (Some(fence), Some(attempt)) = (int(reply.get(3)), int(reply.get(4))) else {
                     return Err(self.unexpected(WHAT));
@@ -873,7 +576,7 @@ impl Store for RedisStore {
         Ok(result)
     }
 
-    fn finish(&mut self, fin: &Finish) -> Result<(), StoreError> {
+    fn finish(&mut self, fin: &Finish) -> Result<Finished, StoreError> {
         let state = if fin.dead_letter.is_some() {
             SlotState::DeadLettered
         } else {
@@ -891,9 +594,30 @@ impl Store for RedisStore {
             state.as_str().to_owned(),
             self.cfg.retention_secs.saturating_mul(1000).to_string(),
         ];
-        let reply = self.eval(FINISH, &keys, &args, "cannot write the end of the run")?;
+        const WHAT: &str = "cannot write the end of the run";
+        let reply = self.eval(FINISH, &keys, &args, WHAT)?;
         self.tick(&reply, 0);
-        Ok(())
+        let superseded = |run: Option<String>, fence: Option<String>| Finished::Superseded {
+            run_id: run.unwrap_or_default(),
+            fence: fence.and_then(|f| f.parse().ok()),
+        };
+        match text(reply.get(2)).as_deref() {
+            Some("written") => Ok(Finished::Written),
+            Some("superseded") => Ok(superseded(text(reply.get(3)), text(reply.get(4)))),
+            // What this run's first finish came to: a superseded one stays superseded, so
+            // whoever writes the ledger apart writes that `end`.
+            Some("already") => Ok(
+                match text(reply.get(3))
+                    .as_deref()
+                    .and_then(|p| p.strip_prefix("superseded "))
+                    .and_then(|p| p.split_once(' '))
+                {
+                    Some((fence, run)) => superseded(Some(run.to_owned()), Some(fence.to_owned())),
+                    None => Finished::AlreadyWritten,
+                },
+            ),
+            _ => Err(self.unexpected(WHAT)),
+        }
     }
 
     fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {
@@ -911,6 +635,10 @@ impl Store for RedisStore {
     /// are found by their run directory and [`Store::live`].
     fn abandoned(&mut self) -> Result<Vec<Abandoned>, StoreError> {
         Ok(Vec::new())
+    }
+
+    fn folds_checks(&self) -> bool {
+        true
     }
 
     fn live(&mut self, run_id: &str) -> Result<bool, StoreError> {
@@ -1100,52 +828,5 @@ fn no_ledger(shown: &str, what: &str) -> StoreError {
 impl Ledger for RedisStore {
     fn write(&mut self, batch: &Batch) -> Result<(), StoreError> {
         Err(no_ledger(&self.shown, &batch.run_id))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batchguards_parameters_are_taken_out_of_the_url() {
-        let c =
-            parse_url("redis://u:pw@h:6380/2?prefix=team.a&retention=90d&protocol=resp2").unwrap();
-        assert_eq!(c.client_url, "redis://u:pw@h:6380/2?protocol=resp2");
-        assert_eq!(c.prefix, "team.a");
-        assert_eq!(c.retention_secs, 90 * 86_400);
-        assert_eq!(c.identity, "redis://h:6380/2#team.a");
-        let c = parse_url("rediss://h?retention=36h#insecure").unwrap();
-        assert_eq!(c.client_url, "rediss://h#insecure");
-        assert_eq!(
-            (c.prefix.as_str(), c.retention_secs),
-            ("batchguard", 36 * 3600)
-        );
-        assert_eq!(c.identity, "rediss://h/0#batchguard");
-    }
-
-    #[test]
-    fn a_bad_prefix_or_retention_is_named_without_the_password() {
-        let e = parse_url("redis://u:hunter2@h/0?retention=2h").unwrap_err();
-        assert!(
-            e.contains("`retention=2h` is not a retention of at least 1d"),
-            "{e}"
-        );
-        assert!(!e.contains("hunter2"), "{e}");
-        let e = parse_url("redis://h/0?prefix=a*b").unwrap_err();
-        assert!(e.contains("`prefix=a*b` is not a key prefix"), "{e}");
-        assert!(parse_url("redis://h/0?retention=10x").is_err());
-    }
-
-    #[test]
-    fn the_recorded_fence_only_rises() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f/fences.json");
-        record_fence(&p, "s", "j", 5).unwrap();
-        record_fence(&p, "s", "j", 3).unwrap();
-        record_fence(&p, "s", "k", 9).unwrap();
-        let all = read_fences(&p).unwrap();
-        assert_eq!(all["s"]["j"], 5);
-        assert_eq!(all["s"]["k"], 9);
     }
 }

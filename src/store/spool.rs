@@ -1,7 +1,10 @@
 //! The spool (SPEC 7.1 item 10): what could not be written to the ledger after a lease was
 //! taken waits in `.batchguard/spool/` (one file per write, mode 0600) until the next `run`
-//! or `batchguard store flush` writes it. A finish is idempotent per run id, so a file
-//! written twice (a crash between the write and the removal) is recorded once.
+//! or `batchguard store flush` writes it. Every run flushes at its start, so several
+//! processes often flush one spool at once (SPEC 7.1 item 23): each entry is written by the
+//! one process that holds its file's `flock` and still finds the file in place, and the
+//! store writes a run's finish once per run id under its own lock or constraint, so a
+//! crash between the write and the removal still records it once.
 //!
 //! An entry for a ledger apart from the store (`--ledger`) names that ledger, so whoever
 //! flushes it (the next `run`, whatever its `--ledger`, or `store flush`) writes it where
@@ -75,8 +78,23 @@ pub struct Flushed {
     pub failed: Vec<(PathBuf, String)>,
 }
 
-fn read_entry(path: &Path) -> Result<Entry, String> {
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+/// The entry file, opened and locked (`flock`, exclusive, non-blocking) by this process;
+/// `None` when another process holds it or has already written and removed it. Checking
+/// that the path still names the locked file after the lock is taken closes the window
+/// where a second flusher opened the file before the first removed it.
+fn claim(path: &Path) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let f = std::fs::File::open(path).ok()?;
+    // SAFETY: flock on a descriptor this function owns; the lock goes with the file.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return None;
+    }
+    let (held, now) = (f.metadata().ok()?, std::fs::metadata(path).ok()?);
+    (held.ino() == now.ino() && held.dev() == now.dev()).then_some(f)
+}
+
+fn read_entry(f: &std::fs::File) -> Result<Entry, String> {
     let mut bytes = Vec::new();
     f.take(MAX_ENTRY + 1)
         .read_to_end(&mut bytes)
@@ -103,7 +121,10 @@ pub fn flush(dir: &Path, store: &mut dyn Store) -> Result<Flushed, StoreError> {
     files.sort();
     let mut ledgers: HashMap<String, Result<Box<dyn Ledger>, String>> = HashMap::new();
     for path in files {
-        let entry = match read_entry(&path) {
+        let Some(file) = claim(&path) else {
+            continue;
+        };
+        let entry = match read_entry(&file) {
             Ok(e) => e,
             Err(why) => {
                 out.unreadable.push((path, why));
@@ -111,7 +132,9 @@ pub fn flush(dir: &Path, store: &mut dyn Store) -> Result<Flushed, StoreError> {
             }
         };
         match &entry {
-            Entry::Finish(f) => store.finish(f)?,
+            Entry::Finish(f) => {
+                store.finish(f)?;
+            }
             Entry::Event(e) => store.append(e)?,
             Entry::Ledger { ledger: src, batch } => {
                 let l = ledgers
@@ -129,7 +152,10 @@ pub fn flush(dir: &Path, store: &mut dyn Store) -> Result<Flushed, StoreError> {
                 }
             }
         }
+        // Removed while the lock is held: a flusher that locks the file after this finds
+        // the path gone and leaves it.
         let _ = std::fs::remove_file(&path);
+        drop(file);
         out.written += 1;
     }
     Ok(out)

@@ -9,8 +9,9 @@
 
 use super::ledger::{Batch, Ledger};
 use super::{
-    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, HeldLease, LeaseRow,
-    OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished, micros, rfc3339,
+    Abandoned, AcquireRequest, AcquireResult, Acquired, EventRow, Finish, Finished, HeldLease,
+    LeaseRow, OutputRow, Refusal, SlotRow, SlotState, Store, StoreError, Unfinished, micros,
+    rfc3339,
 };
 use jiff::Timestamp;
 use rusqlite::config::DbConfig;
@@ -25,10 +26,11 @@ pub const DDL: [&str; 2] = [
 ];
 
 /// Bumped when the DDL changes; `PRAGMA user_version` says which a file has. 2: the
-/// `trigger` check admits `catch_up`.
-const SCHEMA_VERSION: i64 = 2;
+/// `trigger` check admits `catch_up`; 3: the `status` check admits `superseded`.
+const SCHEMA_VERSION: i64 = 3;
 
-/// A version 1 events table has a `trigger` check without `catch_up`, and SQLite cannot
+/// An older events table has a `trigger` check without `catch_up` or a `status` check
+/// without `superseded`, and SQLite cannot
 /// alter a check: the table is copied into one made by the current DDL, in the migration's
 /// transaction (its indexes come back with the DDL that follows).
 const WIDEN_TRIGGER: &str = "\
@@ -98,7 +100,8 @@ impl SqliteStore {
                 )
                 .optional()
                 .map_err(|e| fail("cannot read the schema", e))?;
-            let widen = old.is_some_and(|sql| !sql.contains("catch_up"));
+            let widen =
+                old.is_some_and(|sql| !sql.contains("catch_up") || !sql.contains("superseded"));
             if widen {
                 tx.execute_batch(WIDEN_TRIGGER)
                     .map_err(|e| fail("cannot upgrade the tables", e))?;
@@ -252,6 +255,29 @@ fn end_written(c: &Connection, run_id: &str) -> rusqlite::Result<bool> {
     .map(|r| r.is_some())
 }
 
+/// The job's unfinished slots at or after `from` at `now` (see [`Store::unfinished`]).
+fn unfinished_in(
+    c: &Connection,
+    job: &str,
+    from: Timestamp,
+    now: Timestamp,
+) -> rusqlite::Result<Vec<Unfinished>> {
+    let rows: Vec<(String, i64, String, String)> = all(
+        c,
+        "SELECT s.scheduled_at, s.attempts, \
+           CASE WHEN s.state = 'running' THEN 'lost' ELSE s.state END, s.run_id \
+         FROM batchguard_slots s WHERE s.job = ?1 AND s.scheduled_at >= ?2 \
+         AND (s.state IN ('failed', 'interrupted') OR (s.state = 'running' AND NOT EXISTS \
+           (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > ?3))) \
+         ORDER BY s.scheduled_at",
+        params![job, rfc3339(from), micros(now)],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    Ok(Unfinished::oldest_first(rows.into_iter().map(
+        |(at, n, state, run)| (at.parse().ok(), Some(n), state, run),
+    )))
+}
+
 /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT` (`false` from `body`: rolled back), rolling
 /// back on any error.
 fn immediate<T>(
@@ -282,6 +308,15 @@ impl Store for SqliteStore {
         let result = immediate(&mut self.conn, |c| {
             let now = clock();
             let now_us = micros(now);
+            if req.clock.is_some() || req.catch_up_from.is_some() {
+                let behind = match req.catch_up_from {
+                    Some(from) => unfinished_in(c, &req.job, from, now)?,
+                    None => vec![],
+                };
+                if let Some(r) = req.precheck(now, behind) {
+                    return Ok((r, false));
+                }
+            }
             let prior: Option<(i64, String, String)> = c
                 .query_row(
                     "SELECT attempts, state, run_id FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2",
@@ -410,14 +445,44 @@ impl Store for SqliteStore {
         result.map_err(|e| self.fail("cannot acquire the lease", e))
     }
 
-    fn finish(&mut self, fin: &Finish) -> Result<(), StoreError> {
+    fn finish(&mut self, fin: &Finish) -> Result<Finished, StoreError> {
         let slot = rfc3339(fin.scheduled_at);
         let clock = &self.clock;
+        // The immediate transaction is the lock of item 23: of two processes flushing one
+        // finish, the second waits and then finds the first one's `end`.
         let result = immediate(&mut self.conn, |c| {
-            if fin.ledger {
-                if end_written(c, &fin.run_id)? {
-                    return Ok(((), false));
+            if fin.ledger && end_written(c, &fin.run_id)? {
+                return Ok((Finished::AlreadyWritten, false));
+            }
+            let latest: Option<String> = c
+                .query_row(
+                    "SELECT run_id FROM batchguard_slots WHERE job = ?1 AND scheduled_at = ?2",
+                    params![fin.job, slot],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(newer) = latest.filter(|r| *r != fin.run_id) {
+                let fence: Option<i64> = c
+                    .query_row(
+                        "SELECT fence FROM batchguard_leases WHERE run_id = ?1",
+                        [&newer],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if fin.ledger {
+                    // Its outputs were applied: recorded, so audit sees a double apply.
+                    insert_event(c, &fin.superseded_end(&newer, fence))?;
+                    insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs)?;
                 }
+                return Ok((
+                    Finished::Superseded {
+                        run_id: newer,
+                        fence,
+                    },
+                    true,
+                ));
+            }
+            if fin.ledger {
                 insert_event(c, &fin.end)?;
                 insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs)?;
                 if let Some(dl) = &fin.dead_letter {
@@ -431,7 +496,7 @@ impl Store for SqliteStore {
             };
             c.execute(
                 "UPDATE batchguard_slots SET state = ?3 WHERE job = ?1 AND scheduled_at = ?2 \
-                 AND (run_id = ?4 OR ?3 = 'succeeded')",
+                 AND run_id = ?4",
                 params![fin.job, slot, state.as_str(), fin.run_id],
             )?;
             c.execute(
@@ -439,7 +504,7 @@ impl Store for SqliteStore {
                  WHERE key = ?1 AND fence = ?2",
                 params![fin.key, fin.fence, micros(clock())],
             )?;
-            Ok(((), true))
+            Ok((Finished::Written, true))
         });
         result.map_err(|e| self.fail("cannot write the end of the run", e))
     }
@@ -567,22 +632,13 @@ impl Store for SqliteStore {
         from: Timestamp,
     ) -> Result<(Vec<Unfinished>, Timestamp), StoreError> {
         let now = (self.clock)();
-        let rows: rusqlite::Result<Vec<(String, i64, String, String)>> = all(
-            &self.conn,
-            "SELECT s.scheduled_at, s.attempts, \
-               CASE WHEN s.state = 'running' THEN 'lost' ELSE s.state END, s.run_id \
-             FROM batchguard_slots s WHERE s.job = ?1 AND s.scheduled_at >= ?2 \
-             AND (s.state IN ('failed', 'interrupted') OR (s.state = 'running' AND NOT EXISTS \
-               (SELECT 1 FROM batchguard_leases l WHERE l.run_id = s.run_id AND l.state = 'held' AND l.lease_until > ?3))) \
-             ORDER BY s.scheduled_at",
-            params![job, rfc3339(from), micros(now)],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        );
-        let rows = rows.map_err(|e| self.fail("cannot read the unfinished slots", e))?;
-        let rows = rows
-            .into_iter()
-            .map(|(at, n, state, run)| (at.parse().ok(), Some(n), state, run));
-        Ok((Unfinished::oldest_first(rows), now))
+        let rows = unfinished_in(&self.conn, job, from, now)
+            .map_err(|e| self.fail("cannot read the unfinished slots", e))?;
+        Ok((rows, now))
+    }
+
+    fn folds_checks(&self) -> bool {
+        true
     }
 
     fn slots(&mut self, job: Option<&str>, per_job: u32) -> Result<Vec<SlotRow>, StoreError> {

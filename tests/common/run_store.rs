@@ -37,6 +37,8 @@ macro_rules! every_store {
             outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once,
             interrupted_and_lost_slots_are_caught_up_once_by_the_next_tick,
             every_event_of_run_is_in_the_stores_time_however_the_host_clock_is_off,
+            a_spooled_finish_flushed_by_four_hosts_at_once_is_written_once,
+            a_holder_stopped_past_its_lease_writes_only_a_superseded_end,
         );
     };
 }
@@ -69,58 +71,58 @@ fn is_acquire(kind: Kind, q: &str) -> bool {
     }
 }
 
-/// The finish's one statement (`end`, outputs, release).
+/// The finish's one statement (`end`, outputs, release); on MySQL it opens with the run's
+/// lock (the proxy keeps a query's first characters only).
 fn is_finish(kind: Kind, q: &str) -> bool {
     match kind {
         Kind::Pg => q.contains("WITH done AS"),
-        _ => q.starts_with("START TRANSACTION"),
+        _ => q.starts_with("SET @bg_lk = IF(IS_USED_LOCK(CONCAT('batchguard:end:'"),
     }
 }
 
-/// A database store: three round trips for a whole run (each a simple query, never a
-/// prepared statement, which is two round trips more in a new process): the unfinished
-/// slots to catch up with the store's clock, the acquire (with `start`), the finish (`end`,
-/// outputs, release); one more only when leftovers of a run that died here are looked up.
+/// A database store (SPEC 7.1 item 27): a run of a named slot is two round trips (each a
+/// simple query, never a prepared statement, which is two round trips more in a new
+/// process): the acquire (with `start`, the clock bound and the unfinished slots to catch
+/// up folded in) and the finish (`end`, outputs, release). Without `--scheduled-at` the
+/// slot needs the store's clock first: the unfinished slots' read carries it, one round
+/// trip more; one more again only when leftovers of a run that died here are looked up.
 pub fn a_successful_run_is_at_most_three_round_trips_and_the_acquire_is_one(kind: Kind) {
     let Some(case) = Case::new(
         kind,
         "rt",
         "60s",
-        NO_RETRY,
+        REACH,
         r#"["sh", "-c", "echo charge-1 >> \"$BATCHGUARD_OUTPUTS\""]"#,
     ) else {
         return;
     };
-    let slot = kind.slot(0);
+    let slot = recent_slot();
     let proxy = case.db.proxy();
     let url = proxy.url();
 
-    // With --scheduled-at: the slots to catch up, the acquire (with `start`) and the finish
-    // (`end`, outputs, release).
+    // With --scheduled-at: the acquire (with `start`) and the finish (`end`, outputs,
+    // release).
     ok(&case.run_on(url, &["--scheduled-at", &slot]));
     let t = proxy.take();
     assert!(t.only_simple, "only simple queries: {}", t.all);
-    assert_eq!(t.round_trips, 3, "{:#?}", t.queries);
+    assert_eq!(t.round_trips, 2, "{:#?}", t.queries);
     assert!(
-        t.queries[0].contains("batchguard_slots") && !is_acquire(kind, &t.queries[0]),
-        "the unfinished slots first: {:#?}",
+        is_acquire(kind, &t.queries[0])
+            && (t.queries[0].contains("unf AS") || t.queries[0].contains("@bg_behind")),
+        "the acquire first, the unfinished slots read in it: {:#?}",
         t.queries
     );
     assert!(
-        is_acquire(kind, &t.queries[1]),
-        "acquire second: {:#?}",
-        t.queries
-    );
-    assert!(
-        is_finish(kind, &t.queries[2]),
-        "finish third: {:#?}",
+        is_finish(kind, &t.queries[1]),
+        "finish second: {:#?}",
         t.queries
     );
 
-    // A skip: the unfinished slots, the acquire, then the `skip` event.
+    // A skip: the acquire, then the `skip` event.
     ok(&case.run_on(url, &["--scheduled-at", &slot]));
     let t = proxy.take();
-    assert_eq!(t.round_trips, 3, "{}", t.all);
+    assert_eq!(t.round_trips, 2, "{}", t.all);
+    assert!(is_acquire(kind, &t.queries[0]), "{:#?}", t.queries);
 
     // The slot from the store's clock: the answer about unfinished slots carries it, so no
     // round trip more.
@@ -369,6 +371,10 @@ pub fn outputs_of_dead_runs_are_written_once_when_many_catch_up_at_once(kind: Ki
     assert_eq!(case.output_keys(), want, "each output once");
     assert!(empty(&case.path(".batchguard/runs")), "every run caught up");
 }
+
+/// `retry:` of a job never retried whose catch-up reach (10 minutes) keeps
+/// [`recent_slot`] within the store's clock bound (SPEC 7.1 item 22) for minutes.
+pub const REACH: &str = "      max_attempts: 1\n      catch_up: 10m\n";
 
 /// The minute two minutes ago, as `--scheduled-at` (inside `watch --since 3h`).
 pub fn recent_slot() -> String {
@@ -628,4 +634,213 @@ pub fn store_repair_moves_a_counter_that_went_back_past_the_ledger(kind: Kind) {
         .map(|e| e.2)
         .collect();
     assert_eq!(fences, [Some(1), Some(2), Some(3)]);
+}
+
+/// Waits (up to a minute, to fail rather than hang) until `done` says so.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < until, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `audit` of `slot`'s minute: no finding that says the ledger contradicts itself or the
+/// store (two holders, a start without an end, an end without a start, a lease overrun, a
+/// failure, an output applied twice).
+fn audit_is_clean(case: &Case, slot: &str) {
+    let to =
+        jiff::Timestamp::from_second(slot.parse::<jiff::Timestamp>().unwrap().as_second() + 60)
+            .unwrap()
+            .to_string();
+    let mut args = vec!["audit", "--manifest", "m.batchguard.yaml"];
+    args.extend(["--from", slot, "--to", &to, "--format", "json"]);
+    let ledger = case.ledger_args();
+    args.extend(ledger.iter().map(String::as_str));
+    let codes = audit_codes(&case.bg(&args));
+    for c in ["AU102", "AU103", "AU104", "AU105", "AU111", "AU201"] {
+        assert!(!codes.iter().any(|x| x == c), "{c}: {codes:?}");
+    }
+}
+
+/// SPEC 7.1 item 23 on every store: a finish spooled while the store was cut off, then
+/// flushed by four hosts (working directories, each with a copy of the spool) with two
+/// processes each, all at once, is in the ledger once: one `end`, each output once, the
+/// slot succeeded, every spool empty. The spool's file lock keeps two processes of one
+/// host apart; only the store's own lock (or constraint) keeps the hosts apart. On a
+/// database the test holds the slot's row until every host's finish waits on the store,
+/// so they do meet there (a check-then-insert writes four); a Redis script runs alone.
+pub fn a_spooled_finish_flushed_by_four_hosts_at_once_is_written_once(kind: Kind) {
+    let Some(case) = Case::new(
+        kind,
+        "spool4",
+        "60s",
+        REACH,
+        r#"["sh", "-c", "touch held; while [ ! -e go ]; do sleep 0.05; done; echo charge-1 >> \"$BATCHGUARD_OUTPUTS\""]"#,
+    ) else {
+        return;
+    };
+    let slot = recent_slot();
+    let (mut relay, through) = case.db.relay();
+    let child = case
+        .cmd_ledger(&through, &["--scheduled-at", &slot])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for("the command started", || case.path("held").exists());
+    // The store goes away while the command works: its finish is spooled.
+    relay.cut();
+    std::fs::write(case.path("go"), "").unwrap();
+    let o = child.wait_with_output().expect("wait");
+    assert!(err(&o).contains("spooled to"), "{}", err(&o));
+    let spool = case.path(".batchguard/spool");
+    assert!(!empty(&spool), "nothing spooled: {}", err(&o));
+    let run = case.run_ids("start").pop().expect("the run's start");
+
+    let hosts: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    for h in &hosts {
+        let to = h.path().join(".batchguard/spool");
+        std::fs::create_dir_all(&to).unwrap();
+        for f in std::fs::read_dir(&spool).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let url = case.url();
+    let mut dirs: Vec<&std::path::Path> = hosts.iter().map(|h| h.path()).collect();
+    dirs.push(case.dir.path());
+    let hold = kind.keeps_ledger().then(|| {
+        let mut s = case.db.session();
+        s.exec(if kind == Kind::Pg {
+            "BEGIN"
+        } else {
+            "START TRANSACTION"
+        });
+        s.exec("SELECT run_id FROM batchguard_slots WHERE job = 'j' FOR UPDATE");
+        s
+    });
+    let flushes: Vec<_> = dirs
+        .iter()
+        .flat_map(|d| [d, d])
+        .map(|d| {
+            std::process::Command::new(crate::stores::bin())
+                .current_dir(d)
+                .args(["store", "flush", "--store", &url])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    if let Some(mut s) = hold {
+        wait_for("every host's flush waits on the store", || {
+            case.db.lock_waiters() >= dirs.len()
+        });
+        s.exec("COMMIT");
+    }
+    for f in flushes {
+        let o = f.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+    }
+    for d in &dirs {
+        assert!(
+            empty(&d.join(".batchguard/spool")),
+            "{} kept its spool",
+            d.display()
+        );
+    }
+    assert_eq!(case.run_ids("end"), std::slice::from_ref(&run), "one end");
+    let ends: Vec<Ev> = case.events().into_iter().filter(|e| e.0 == "end").collect();
+    assert_eq!(ends[0].3.as_deref(), Some("success"), "{ends:#?}");
+    assert_eq!(case.output_keys(), ["charge-1"], "each output once");
+    let st = case.bg(&["store", "status", "--store", &url, "--job", "j"]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        text.contains(&format!("j  {slot}  succeeded  attempts 1")),
+        "{text}"
+    );
+    if let crate::stores::Db::Redis(r) = &case.db {
+        // The finish script's mark of what this run's finish came to.
+        let mark: String = r.cmd(&[
+            "HGET",
+            &format!("{}:slot:j:{slot}", r.prefix),
+            &format!("end:{run}"),
+        ]);
+        assert_eq!(mark, "written");
+    }
+    audit_is_clean(&case, &slot);
+}
+
+/// SPEC 7.1 item 24 on every store: a guard frozen (SIGSTOP) after its job succeeded,
+/// past its lease; another instance takes the slot as the next attempt and succeeds; the
+/// first one, let go (SIGCONT), writes `end` `superseded` naming the newer run and its
+/// fence: no verdict, no dead letter, the slot still succeeded, `audit` clean. Its outputs
+/// are recorded (they were applied: a double apply must show). It exits 0, saying so.
+pub fn a_holder_stopped_past_its_lease_writes_only_a_superseded_end(kind: Kind) {
+    let Some(case) = Case::new(
+        kind,
+        "superseded",
+        "60s",
+        "      max_attempts: 3\n      catch_up: 10m\n",
+        r#"["sh", "-c", "touch held; while [ ! -e go ]; do sleep 0.05; done; echo \"k-$BATCHGUARD_FENCE\" >> \"$BATCHGUARD_OUTPUTS\"; touch \"done-$BATCHGUARD_FENCE\""]"#,
+    ) else {
+        return;
+    };
+    let slot = recent_slot();
+    let first = case
+        .cmd(&["--scheduled-at", &slot, "--instance", "host-a"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for("the command started", || case.path("held").exists());
+    let pid = first.id() as i32;
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    // Its job succeeds while it is frozen; then its lease ends in the store's time.
+    std::fs::write(case.path("go"), "").unwrap();
+    wait_for("the first job's end", || case.path("done-1").exists());
+    case.expire_leases();
+    let o = case.run(&["--scheduled-at", &slot, "--instance", "host-b"]);
+    ok(&o);
+    let newer = case.run_ids("start").pop().expect("the newer start");
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let o = first.wait_with_output().expect("wait");
+    ok(&o);
+    let said = format!("superseded by run {newer} (fence 2)");
+    assert!(err(&o).contains(&said), "{}", err(&o));
+
+    let ev = case.events();
+    let ends: Vec<&Ev> = ev.iter().filter(|e| e.0 == "end").collect();
+    assert_eq!(ends.len(), 2, "{ev:#?}");
+    let old = ends
+        .iter()
+        .find(|e| e.1 == Some(1))
+        .expect("the first attempt's end");
+    assert_eq!(old.3.as_deref(), Some("superseded"), "{ev:#?}");
+    assert_eq!(
+        (old.2, old.4.as_deref()),
+        (None, None),
+        "no fence, no code: {ev:#?}"
+    );
+    assert_eq!(old.5.as_deref(), Some(said.as_str()), "{ev:#?}");
+    let new = ends
+        .iter()
+        .find(|e| e.1 == Some(2))
+        .expect("the second attempt's end");
+    assert_eq!(new.3.as_deref(), Some("success"), "{ev:#?}");
+    assert!(!ev.iter().any(|e| e.0 == "dead_letter"), "{ev:#?}");
+    assert_eq!(
+        case.output_keys(),
+        ["k-1", "k-2"],
+        "the superseded run applied its outputs: recorded"
+    );
+    let st = case.bg(&["store", "status", "--store", &case.url(), "--job", "j"]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        text.contains(&format!("j  {slot}  succeeded  attempts 2")),
+        "{text}"
+    );
+    assert!(text.contains("live leases: none"), "{text}");
+    audit_is_clean(&case, &slot);
 }

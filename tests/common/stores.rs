@@ -164,6 +164,118 @@ impl Db {
     }
 }
 
+impl Db {
+    /// How many sessions of this database wait for a lock (a row's, or a named or
+    /// advisory lock): what a test that holds a lock waits for before letting go.
+    pub fn lock_waiters(&self) -> usize {
+        let sql = match self {
+            Db::Pg(_) => {
+                "SELECT count(*)::text FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            }
+            // A statement still running in a session of this database: the flushes are
+            // quick, so one that runs on is waiting (InnoDB's lock tables do not name the
+            // session on MariaDB).
+            Db::My(_) => {
+                "SELECT CAST(COUNT(*) AS CHAR) FROM information_schema.PROCESSLIST \
+                 WHERE DB = DATABASE() AND COMMAND = 'Query' AND ID <> CONNECTION_ID()"
+            }
+            Db::Redis(_) => panic!("Redis runs one script at a time: nothing waits"),
+        };
+        self.rows(sql)[0][0]
+            .as_deref()
+            .and_then(|n| n.parse().ok())
+            .expect("a count")
+    }
+
+    /// A relay in front of the server that the test can cut, and the store URL through it.
+    pub fn relay(&self) -> (Relay, String) {
+        let url = self.url();
+        let target = match self {
+            Db::Pg(_) => pgdb::host_port(&url),
+            Db::My(_) => mysqldb::host_port(&url),
+            Db::Redis(_) => redisdb::host_port(&url),
+        };
+        let relay = Relay::start(&target);
+        let through = url.replacen(&target, &format!("127.0.0.1:{}", relay.port), 1);
+        (relay, through)
+    }
+}
+
+/// A plain TCP relay to a server, cut on demand: every connection through it is closed
+/// and new ones are refused, as a store restart or a network cut does to a client.
+pub struct Relay {
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+    accepting: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    pub fn start(target: &str) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c2, k2, target) = (cut.clone(), conns.clone(), target.to_owned());
+        // The listener is polled so that `cut` can close it: refused from then on.
+        let accepting = std::thread::spawn(move || {
+            while !c2.load(Ordering::SeqCst) {
+                let client = match listener.accept() {
+                    Ok((c, _)) => c,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        continue;
+                    }
+                    Err(_) => break,
+                };
+                let _ = client.set_nonblocking(false);
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    continue;
+                };
+                let mut kept = k2.lock().expect("conns");
+                for (from, to) in [(&client, &server), (&server, &client)] {
+                    let (mut r, mut w) = (
+                        from.try_clone().expect("clone"),
+                        to.try_clone().expect("clone"),
+                    );
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut r, &mut w);
+                        let _ = w.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                kept.push(client);
+                kept.push(server);
+            }
+        });
+        Relay {
+            port,
+            cut,
+            conns,
+            accepting: Some(accepting),
+        }
+    }
+
+    /// Closes every connection and refuses new ones; returns once that is so.
+    pub fn cut(&mut self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.accepting.take() {
+            let _ = t.join();
+        }
+        for c in self.conns.lock().expect("conns").drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
+
 /// One connection to a database.
 pub enum Session {
     Pg(pgdb::Session),
@@ -344,7 +456,8 @@ impl Case {
         self.cmd_ledger(&self.url(), extra)
     }
 
-    fn cmd_ledger(&self, store: &str, extra: &[&str]) -> Command {
+    /// `run` of `j` on `store`, with the ledger apart where the store keeps none.
+    pub fn cmd_ledger(&self, store: &str, extra: &[&str]) -> Command {
         let mut args = self.ledger_apart();
         args.extend_from_slice(extra);
         self.cmd_on(store, &args)

@@ -12,8 +12,10 @@ const { guard } = require("./guard.js");
  *   manual `task.execute()` has `execution.reason === "invoked"` and no slot of its own);
  * - node-cron 3: the Date of the tick (or the strings "manual" / "init");
  * - croner: the Cron instance. Its `currentRun()` is when the callback was triggered (at or
- *   a few ms after the due time), so the slot is the latest run at or before it
- *   (`previousRuns(1, currentRun)`, which includes a run in the same second).
+ *   a few ms after the due time), so the slot is the latest run at or before it. croner's
+ *   `previousRuns(1, t)` is the latest run strictly before `t`, so it is asked from 1 ms
+ *   later: a tick triggered exactly on the second (`…:00.000`) is that second's slot, not
+ *   the one before (which had already run: the tick was skipped as "already succeeded").
  */
 function tickTime(args) {
   const first = args[0];
@@ -25,7 +27,7 @@ function tickTime(args) {
     if (typeof first.currentRun === "function" && typeof first.previousRuns === "function") {
       const triggered = first.currentRun();
       if (!(triggered instanceof Date)) return undefined;
-      const [due] = first.previousRuns(1, triggered);
+      const [due] = first.previousRuns(1, new Date(triggered.getTime() + 1));
       return due instanceof Date ? due : undefined;
     }
   }

@@ -88,8 +88,19 @@ function runArguments(options) {
     if (typeof value !== "string") throw optionError(`option \`${name}\` must be a string`);
     args.push(flag, value);
   }
-  if (options.scheduledAt !== undefined && options.scheduledAt !== null) {
-    args.push("--scheduled-at", slotArgument(options.scheduledAt));
+  const hasSlot = options.scheduledAt !== undefined && options.scheduledAt !== null;
+  if (hasSlot) args.push("--scheduled-at", slotArgument(options.scheduledAt));
+  // An operator's recovery of a failed, lost or dead-lettered slot (`run --manual`, SPEC 7.1
+  // item 11): the slot and the reason are required, as the CLI requires them.
+  if (options.manual !== undefined && options.manual !== null && options.manual !== false) {
+    if (options.manual !== true) throw optionError("option `manual` must be a boolean");
+    if (typeof options.reason !== "string" || options.reason.trim() === "") {
+      throw optionError("option `manual: true` needs `reason` (a non-empty string: why the slot is rerun)");
+    }
+    if (!hasSlot) throw optionError("option `manual: true` needs `scheduledAt` (the slot to recover)");
+    args.push("--manual", `--reason=${options.reason}`);
+  } else if (options.reason !== undefined && options.reason !== null) {
+    throw optionError("option `reason` goes with `manual: true`");
   }
   return args;
 }
@@ -312,7 +323,9 @@ class Link {
     }
     attempt.outputs.clear();
     if (message.code === "TTL_EXCEEDED" && !attempt.settled) {
-      this.lastError = codedError("TTL_EXCEEDED", "the callback was still running at the deadline");
+      // The attempt is over and its lease released, but nothing stops the callback: it runs
+      // on as a stale holder (its writes are refused by the fence, its outputs here).
+      this.lastError = codedError("TTL_EXCEEDED", "the callback was still running at the deadline (not stopped)");
       if (this.options.exitOnDeadline) {
         process.stderr.write(
           `batchguard: ${this.options.job}: the callback was still running at the deadline; exiting (exitOnDeadline)\n`,
@@ -322,6 +335,12 @@ class Link {
     }
   }
 
+  /**
+   * The call's answer (SPEC 7.1 item 28): `succeeded`, `skipped` with its `reason` (held by …,
+   * already succeeded …, dead-lettered: a slot dead-lettered earlier, superseded by run …:
+   * this call's attempt lost its lease to a newer holder), `failed`, or `dead_lettered` (only
+   * the call whose attempt dead-lettered the slot). The binary decides; nothing is mapped here.
+   */
   onResult(message) {
     if (this.settled) return;
     const result = {

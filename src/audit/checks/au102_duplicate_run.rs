@@ -4,7 +4,7 @@ use crate::declare_check;
 
 declare_check! {
     /// ## What it does
-    /// Within one slot `(job, scheduled_at)`, reports a second execution (`run_id`) whose `start` falls while an earlier one is **active** (from its `start` to its `end`; without `end`, until `start + lock.ttl`) or after an earlier one had **succeeded**. A retry after a failure is not a duplicate. Under the `kubernetes` dialect a local time in a repeated DST hour is two slots (two instants), so running it twice is expected.
+    /// Within one slot `(job, scheduled_at)`, reports a second execution (`run_id`) whose `start` falls while an earlier one is **active** (from its `start` to its `end`; without `end`, until `start + lock.ttl`) or after an earlier one had **succeeded**. A retry after a failure is not a duplicate, nor is an execution that ended `superseded` (its lease had run out and a newer holder, with a newer fence, took the slot over: one holder at a time). Under the `kubernetes` dialect a local time in a repeated DST hour is two slots (two instants), so running it twice is expected.
     ///
     /// ## Why it matters
     /// This is the incident behind batchguard: two instances ran the same tick and customers were billed twice.

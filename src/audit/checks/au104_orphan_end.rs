@@ -4,7 +4,7 @@ use crate::declare_check;
 
 declare_check! {
     /// ## What it does
-    /// Reports each execution (`run_id`) that has an `end` but no `start`.
+    /// Reports each execution (`run_id`) that has an `end` but no `start` (an `end` with status `superseded` excepted: it is no verdict).
     ///
     /// ## Why it matters
     /// Without the start, the run's duration, lock holding time and overlap with other runs are unknown.
@@ -24,7 +24,8 @@ declare_check! {
 pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
     for &x in v.execs {
         let e = v.exec(x);
-        if !e.has_start() && e.has_end() {
+        // A superseded end is no verdict, whatever rows of its attempt are missing.
+        if !e.has_start() && e.has_end() && !e.superseded() {
             out.push(v.finding(
                 &AU104,
                 format!(

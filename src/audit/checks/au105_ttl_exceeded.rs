@@ -5,7 +5,7 @@ use crate::text::duration::millis;
 
 declare_check! {
     /// ## What it does
-    /// Reports each execution with both `start` and `end` whose duration exceeds the job's `lock.ttl`.
+    /// Reports each execution with both `start` and `end` whose duration exceeds the job's `lock.ttl`, except one that ended `superseded` (the store already gave the slot to a newer holder, whose fence makes the old one's late writes refused).
     ///
     /// ## Why it matters
     /// Once the lock expired, a second instance could acquire it for the same slot while the first still worked.
@@ -28,7 +28,9 @@ pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
     };
     for &x in v.execs {
         let e = v.exec(x);
-        if !(e.has_start() && e.has_end()) {
+        // A superseded execution outlived its lease by definition: the newer holder's
+        // fence made that safe, and that holder's run is judged on its own.
+        if !(e.has_start() && e.has_end()) || e.superseded() {
             continue;
         }
         let d = (e.end - e.start).max(0);

@@ -4,7 +4,7 @@ use crate::declare_check;
 
 declare_check! {
     /// ## What it does
-    /// Reports each due slot with at least one `start` and no successful `end` (lost executions included).
+    /// Reports each due slot with at least one `start` and no successful `end` (lost executions included). An execution that ended `superseded` (a newer holder took the slot over) gives no verdict: it does not make a slot failed on its own, and a slot whose executions are superseded ones and a success is clean.
     ///
     /// ## Why it matters
     /// The slot's work is not done, whatever the logs of individual attempts say.
@@ -22,7 +22,7 @@ declare_check! {
 
 /// A due slot with a start and no successful end.
 pub(super) fn check(v: &SlotView, out: &mut Vec<AuditFinding>) {
-    if v.due && !v.started.is_empty() && v.success_end.is_none() {
+    if v.failed() {
         out.push(v.finding(
             &AU111,
             format!(

@@ -7,7 +7,7 @@
 //!
 //! Where each check looks:
 //! - AU001 once per source, over the rejected rows;
-//! - AU101, AU107, AU201 and AU301 once per job, over its [`JobView`];
+//! - AU101, AU107, AU112, AU201 and AU301 once per job, over its [`JobView`];
 //! - the others once per slot, over its [`SlotView`] (built once and handed to every
 //!   check and to the metrics): AU102-AU105 for every job, AU106 and AU108-AU111 and the
 //!   snapshot checks AU202-AU204 for a job a manifest declares.
@@ -24,6 +24,7 @@ mod au108_off_schedule_run;
 mod au109_retry_limit_exceeded;
 mod au110_fatal_error_retried;
 mod au111_failed_run;
+mod au112_slots_before_first_run;
 mod au201_duplicate_output;
 mod au202_missing_output;
 mod au203_snapshot_missing;
@@ -42,6 +43,7 @@ pub use au108_off_schedule_run::AU108;
 pub use au109_retry_limit_exceeded::AU109;
 pub use au110_fatal_error_retried::AU110;
 pub use au111_failed_run::AU111;
+pub use au112_slots_before_first_run::AU112;
 pub use au201_duplicate_output::AU201;
 pub use au202_missing_output::AU202;
 pub use au203_snapshot_missing::AU203;
@@ -49,15 +51,16 @@ pub use au204_snapshot_digest_mismatch::AU204;
 pub use au301_drill_overdue::AU301;
 
 pub(crate) use au001_rows_rejected::check as rows_rejected;
+pub(crate) use au112_slots_before_first_run::before_first_run;
 
 use super::view::{JobView, SlotView};
 use super::{AuditFinding, AuditJob, AuditOptions, Skipped};
 use crate::finding::RuleMeta;
 use jiff::Timestamp;
 
-static ALL: [&RuleMeta; 17] = [
+static ALL: [&RuleMeta; 18] = [
     &AU001, &AU101, &AU102, &AU103, &AU104, &AU105, &AU106, &AU107, &AU108, &AU109, &AU110, &AU111,
-    &AU201, &AU202, &AU203, &AU204, &AU301,
+    &AU112, &AU201, &AU202, &AU203, &AU204, &AU301,
 ];
 
 /// Every audit check, in code order.
@@ -108,8 +111,8 @@ pub(crate) fn skipped(
     if !opts.with_manifest {
         skipped.push(Skipped {
             codes: codes(&[
-                &AU101, &AU105, &AU106, &AU107, &AU108, &AU109, &AU110, &AU111, &AU202, &AU203,
-                &AU204, &AU301,
+                &AU101, &AU105, &AU106, &AU107, &AU108, &AU109, &AU110, &AU111, &AU112, &AU202,
+                &AU203, &AU204, &AU301,
             ]),
             reason: "no --manifest: expected slots, lock.ttl, alerts.max_latency and the retry policy come from the manifest".into(),
         });
@@ -136,7 +139,7 @@ pub(crate) fn skipped(
     for j in jobs {
         if let Some(why) = &j.schedule_error {
             skipped.push(Skipped {
-                codes: codes(&[&AU101, &AU108]),
+                codes: codes(&[&AU101, &AU108, &AU112]),
                 reason: format!("job `{}`: {why}", j.name),
             });
         }
@@ -148,6 +151,7 @@ pub(crate) fn skipped(
 pub(crate) fn job_start(job: &JobView, out: &mut Vec<AuditFinding>) {
     au107_unknown_job::check(job, out);
     au101_missed_run::check(job, out);
+    au112_slots_before_first_run::check(job, out);
 }
 
 /// Every check of one slot.

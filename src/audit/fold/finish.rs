@@ -161,50 +161,21 @@ impl Auditor {
     }
 }
 
-/// The note for a job whose earlier slots were not counted: it has no `since` and either
-/// a first event inside the window or no event at all.
+/// The note for a job whose slots before its first event were not counted (no `since`),
+/// the same words as its AU112: `watch` shows it and `metrics` exports the count.
 fn first_sight_note(job: &JobView) -> Option<AuditNote> {
     let declared = job.checked()?;
-    if !declared.enabled || job.expected.is_none() {
+    let Sight::FirstEvent(first) = job.sight else {
+        return None;
+    };
+    if !declared.enabled || job.expected.is_none() || job.not_counted == 0 {
         return None;
     }
-    let n = job.not_counted;
-    let slots = crate::text::plural(n as usize, "slot");
-    let are = if n == 1 { "is" } else { "are" };
-    let (reason, counted_from, message) = match job.sight {
-        Sight::Since(_) => return None,
-        Sight::FirstEvent(_) if n == 0 => return None,
-        Sight::FirstEvent(first) => (
-            "before_first_run",
-            Some(ts(first)),
-            format!(
-                "`{}`: {slots} before the first run ({}) {are} not counted: set `since:`",
-                job.display,
-                job.slot_text(ts(first))
-            ),
-        ),
-        Sight::NoEvent if n == 0 => (
-            "no_event",
-            None,
-            format!(
-                "`{}` has no event in the ledger: no slot of it counts until its first run: set `since:` to count them as missed",
-                job.display
-            ),
-        ),
-        Sight::NoEvent => (
-            "no_event",
-            None,
-            format!(
-                "`{}` has no event in the ledger: {slots} of the window {are} not counted: set `since:` to count them as missed",
-                job.display
-            ),
-        ),
-    };
     Some(AuditNote {
         job: job.display.to_owned(),
-        reason,
-        slots: n,
-        counted_from,
-        message,
+        reason: "before_first_run",
+        slots: job.not_counted,
+        counted_from: Some(ts(first)),
+        message: checks::before_first_run(job, first),
     })
 }

@@ -65,6 +65,9 @@ pub struct Auditor {
     pub(crate) jobs: Vec<AuditJob>,
     pub(crate) opts: AuditOptions,
     pub(crate) to_ms: i64,
+    /// The clock of the ledger's store (the host's for files), in ms: no slot after it is
+    /// due ([`Auditor::clock`]; unbounded until told).
+    pub(crate) now_ms: i64,
     names: JobNames,
     pub(crate) states: Vec<JobState>,
     pub(crate) slots: Slots,
@@ -121,6 +124,7 @@ impl Auditor {
             .collect();
         Auditor {
             to_ms: ms(opts.to),
+            now_ms: i64::MAX,
             names: JobNames::new(declared.clone(), jobs.len()),
             states,
             slots: Slots::new(),
@@ -148,6 +152,13 @@ impl Auditor {
     /// skipped (as with [`crate::audit::DrillInput::Absent`]).
     pub fn drills(&mut self, input: crate::audit::DrillInput) {
         self.drill_input = input;
+    }
+
+    /// The clock of the ledger's store now (the host's for a file ledger): a slot is due
+    /// only when its grace has passed by then too, so a `--to` in the future counts
+    /// nothing past now (SPEC 7.1 item 26).
+    pub fn clock(&mut self, now: Timestamp) {
+        self.now_ms = ms(now);
     }
 
     /// Shows every time of the findings, and buckets the per-day counts, in `tz`.
@@ -252,10 +263,16 @@ impl Auditor {
                             .and_then(|m| self.jobs.get(m))
                             .is_some_and(|j| j.fatal.iter().any(|f| f == c))
                     });
+                // An `end` without a status is no success.
+                let status = match e.status {
+                    Some(Status::Success) => slots::RunStatus::Success,
+                    Some(Status::Superseded) => slots::RunStatus::Superseded,
+                    Some(Status::Failure) | None => slots::RunStatus::Failure,
+                };
                 self.slots.exec_mut(e.run_id, slot).ended(
                     ms(e.at),
                     e.attempt.unwrap_or(1),
-                    e.status == Some(Status::Success),
+                    status,
                     fatal,
                 );
             }

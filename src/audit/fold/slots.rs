@@ -16,12 +16,15 @@ use std::collections::{BTreeMap, HashMap};
 pub(crate) const NO_TIME: i64 = i64::MIN;
 
 /// How an execution ended, as far as its `end` rows say. Ordered so that merging two
-/// views of one execution is `max`: a success anywhere wins, a failure beats nothing.
+/// views of one execution is `max`: a success anywhere wins, a failure beats a
+/// superseded end (which gives no verdict), anything beats nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub(crate) enum RunStatus {
     /// No `end` yet.
     Open,
+    /// Its `end` says `superseded` (SPEC 7.1 item 24): a newer holder took the slot over.
+    Superseded,
     Failure,
     Success,
 }
@@ -108,6 +111,10 @@ impl Exec {
     pub(crate) fn succeeded(&self) -> bool {
         self.status == RunStatus::Success
     }
+    /// Ended `superseded`: one holder at a time held the slot, this one gave no verdict.
+    pub(crate) fn superseded(&self) -> bool {
+        self.status == RunStatus::Superseded
+    }
 
     /// A `start` row at `at` (ms).
     pub(crate) fn started(&mut self, at: i64, attempt: u32, manual_trigger: bool) {
@@ -120,17 +127,12 @@ impl Exec {
         }
     }
 
-    /// An `end` row at `at` (ms); `success` unless its status says otherwise.
-    pub(crate) fn ended(&mut self, at: i64, attempt: u32, success: bool, fatal: bool) {
+    /// An `end` row at `at` (ms) with `status`.
+    pub(crate) fn ended(&mut self, at: i64, attempt: u32, status: RunStatus, fatal: bool) {
         if self.end == NO_TIME || at > self.end {
             self.end = at;
         }
         self.attempt = self.attempt.max(attempt);
-        let status = if success {
-            RunStatus::Success
-        } else {
-            RunStatus::Failure
-        };
         self.status = self.status.max(status);
         if fatal {
             self.flags.set_fatal_failure();
@@ -454,10 +456,10 @@ mod tests {
         let (mut s, slot) = slots_with("r1");
         let e = s.exec_mut("r1", slot);
         assert_eq!(e.status, RunStatus::Open);
-        e.ended(2_000, 1, false, false);
+        e.ended(2_000, 1, RunStatus::Failure, false);
         assert_eq!(e.status, RunStatus::Failure);
-        e.ended(3_000, 2, true, false);
-        e.ended(4_000, 2, false, true);
+        e.ended(3_000, 2, RunStatus::Success, false);
+        e.ended(4_000, 2, RunStatus::Failure, true);
         assert_eq!(e.status, RunStatus::Success);
         assert!(e.flags.fatal_failure());
         assert_eq!((e.end, e.attempt), (4_000, 2));
@@ -470,7 +472,8 @@ mod tests {
         let b = s.slot_id(0, 2_000);
         s.exec_mut("r1", a).started(1_500, 1, true);
         s.exec_mut("other", b);
-        s.exec_mut("r1", b).ended(2_500, 3, true, false);
+        s.exec_mut("r1", b)
+            .ended(2_500, 3, RunStatus::Success, false);
         s.merge_runs();
         let in_a: Vec<u32> = s.chain(a).collect();
         assert_eq!(in_a.len(), 1);

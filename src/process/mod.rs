@@ -1,21 +1,24 @@
-//! A bounded child process (SPEC 7.1 items 5, 8, 9): argv without a shell, an added
+//! A bounded child process (SPEC 7.1 items 5, 8, 9, 29): argv without a shell, an added
 //! environment, stdin `/dev/null`, stdout passed through, stderr teed (passed through and
 //! its last 4 KiB kept), its own process group, a deadline (TERM to the group at
-//! `deadline - grace`, KILL at the deadline), and no descendant left behind.
+//! `deadline - grace`, KILL at the deadline), and no descendant left behind, also when
+//! batchguard itself is killed or frozen.
 //!
 //! Linux specifics, and why:
-//! - The supervisor is a child subreaper, so a descendant that left the group (`setsid`)
-//!   is re-parented to it and can be found and killed; the lock is released only after
-//!   [`run`] returns, when no descendant is left. "None left" is `waitpid` answering ECHILD,
-//!   and the ones left are found by walking the kernel's children lists down from this
-//!   process: the clean-up never reads the host's whole process table, so its cost does not
-//!   grow with the number of processes on the host (a job that leaves nothing behind costs
-//!   one `waitpid`).
-//! - The child gets `PR_SET_PDEATHSIG(SIGKILL)`: if the supervisor is killed, the command
-//!   dies with it instead of running on past a lease nobody watches.
-//! - SIGTERM, SIGINT, SIGHUP and SIGCHLD are blocked in the supervisor ([`block_signals`],
-//!   called before any thread starts) and taken with `sigtimedwait`, which also wakes the
-//!   supervisor at the next deadline step: no polling, no handler.
+//! - The command runs under a supervisor forked from batchguard ([`supervise`]): a child
+//!   subreaper that keeps the deadline itself and outlives batchguard, so a descendant
+//!   that left the group (`setsid`) is re-parented to it and killed even after a SIGKILL
+//!   of batchguard, and the deadline holds while batchguard is stopped. The lock is
+//!   released only after [`run`] returns, when the supervisor has reported that no
+//!   descendant is left. "None left" is `waitpid` answering ECHILD, and the ones left are
+//!   found by walking the kernel's children lists down from the supervisor ([`tree`]): the
+//!   clean-up never reads the host's whole process table, so its cost does not grow with
+//!   the number of processes on the host.
+//! - The command gets `PR_SET_PDEATHSIG(SIGKILL)`: if the supervisor is killed, the command
+//!   dies with it; batchguard, a child subreaper too, then clears what is left.
+//! - SIGTERM, SIGINT, SIGHUP and SIGCHLD are blocked in batchguard ([`block_signals`],
+//!   called before any thread starts) and taken synchronously (`sigtimedwait`, or a
+//!   signalfd while the command runs): no handler.
 //!
 //! [`capture`] is the smaller sibling for a helper program whose output batchguard reads
 //! (node evaluating a PM2 ecosystem file): run to completion under a deadline, stdout and
@@ -23,8 +26,11 @@
 //! waits on its own child only (`waitid` on that pid), so threads may run it side by side;
 //! it is not for a process whose signals [`block_signals`] took over.
 
+mod supervise;
+mod tree;
+
 use std::io::{Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -85,8 +91,10 @@ fn all_watched() -> libc::sigset_t {
     sigset(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD])
 }
 
-/// Blocks the signals the supervisor takes synchronously and makes this process a child
-/// subreaper. Call first, before any thread exists, so every thread inherits the mask.
+/// Blocks the signals batchguard takes synchronously (stop signals, SIGCHLD) and makes
+/// this process a child subreaper, so that what a killed supervisor leaves behind is
+/// re-parented to it ([`supervise`]). Call first, before any thread exists, so every thread
+/// inherits the mask.
 ///
 /// Transparent huge pages are off for batchguard itself: the allocator is built without
 /// them (mimalloc's `no_thp` turns them off for the process before `main`), since each
@@ -140,259 +148,15 @@ fn kill_group(pgid: i32, sig: i32) {
     }
 }
 
-/// Reaps every exited child; returns the status of `child` when it was among them.
-fn reap(child: i32) -> Option<libc::c_int> {
-    let mut mine = None;
-    loop {
-        let mut status: libc::c_int = 0;
-        // SAFETY: waitpid on any child with WNOHANG; status is ours.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            return mine;
-        }
-        if pid == child {
-            mine = Some(status);
-        }
-    }
-}
-
-/// Reaps every exited child and says whether any child is left (`waitpid` ends in ECHILD
-/// when none is). As a child subreaper this process inherits every descendant whose parent
-/// died, so no child left means no descendant left.
-fn children_left() -> bool {
-    loop {
-        let mut status: libc::c_int = 0;
-        // SAFETY: waitpid on any child with WNOHANG; status is ours.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid > 0 {
-            continue;
-        }
-        if pid == 0 {
-            return true;
-        }
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return false;
-        }
-    }
-}
-
-/// Every live descendant of this process as `(pid, parent)`, parents before children.
-///
-/// The kernel's per-thread children lists (`/proc/PID/task/TID/children`) are walked down
-/// from this process, so the cost follows the job's own process tree, not the host's
-/// process count. A kernel built without those lists (no CONFIG_PROC_CHILDREN) leaves the
-/// scan of every process's parent link as the only way to find a descendant by pid.
-fn descendants() -> Vec<(i32, i32)> {
-    let me = std::process::id() as i32;
-    if !std::path::Path::new("/proc/thread-self/children").exists() {
-        return descendants_by_scan(me);
-    }
-    let mut found: Vec<(i32, i32)> = Vec::new();
-    let mut seen = std::collections::HashSet::from([me]);
-    let mut i = 0;
-    let mut parent = Some(me);
-    while let Some(p) = parent {
-        for c in children_of(p) {
-            if seen.insert(c) {
-                found.push((c, p));
-            }
-        }
-        parent = found.get(i).map(|&(pid, _)| pid);
-        i += 1;
-    }
-    found
-}
-
-/// The children of `pid`, from the lists of each of its threads (a child belongs to the
-/// thread that forked it, and an orphan to whichever thread of the subreaper took it).
-/// A list read while it changes may miss a child; callers look again until none is left.
-fn children_of(pid: i32) -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for t in tasks.flatten() {
-        if let Ok(list) = std::fs::read_to_string(t.path().join("children")) {
-            out.extend(
-                list.split_whitespace()
-                    .filter_map(|s| s.parse::<i32>().ok()),
-            );
-        }
-    }
-    out
-}
-
-/// The descendants of `me` found by reading every process's parent link in /proc; only
-/// for kernels without children lists (see [`descendants`]).
-fn descendants_by_scan(me: i32) -> Vec<(i32, i32)> {
-    let mut parent_of: Vec<(i32, i32)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if let Some(ppid) = parent_pid(pid) {
-                parent_of.push((pid, ppid));
-            }
-        }
-    }
-    let mut found: Vec<(i32, i32)> = Vec::new();
-    let mut i = 0;
-    let mut parent = Some(me);
-    while let Some(p) = parent {
-        for &(pid, ppid) in &parent_of {
-            if ppid == p && pid != me && !found.iter().any(|&(f, _)| f == pid) {
-                found.push((pid, p));
-            }
-        }
-        parent = found.get(i).map(|&(pid, _)| pid);
-        i += 1;
-    }
-    found
-}
-
-/// The parent of a live (not zombie) process, from `/proc/PID/stat`.
-fn parent_pid(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces and parentheses).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut f = rest.split_whitespace();
-    let state = f.next()?;
-    let ppid = f.next()?.parse::<i32>().ok()?;
-    (state != "Z").then_some(ppid)
-}
-
-/// Sends `sig` to a descendant found under `parent`.
-///
-/// A child of this process keeps its pid until it is reaped here, so `kill` is safe. A
-/// deeper descendant may end, be reaped by its own parent and have its pid reused between
-/// the listing and the signal, so it is signalled through a pidfd (see
-/// [`signal_by_pidfd`]); `kill` remains only for a kernel without pidfds (before 5.3).
-fn signal_descendant(pid: i32, parent: i32, sig: i32) {
-    let me = std::process::id() as i32;
-    if parent != me && signal_by_pidfd(pid, [parent, me], sig) {
-        return;
-    }
-    // SAFETY: a signal to our own descendant; ESRCH (gone) is fine.
-    unsafe {
-        libc::kill(pid, sig);
-    }
-}
-
-/// Opens `pid` as a pidfd, checks that it is still a child of one of `parents` and sends
-/// `sig` through the pidfd. The check reads `/proc` after the open: if the pid was reused
-/// in between, the process the pidfd refers to has ended and the send fails (ESRCH), so
-/// a stranger is never signalled. `false` when the kernel has no pidfds.
-#[cfg(target_os = "linux")]
-fn signal_by_pidfd(pid: i32, parents: [i32; 2], sig: i32) -> bool {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS);
-    }
-    let fd = fd as libc::c_int;
-    if parent_pid(pid).is_some_and(|pp| parents.contains(&pp)) {
-        // SAFETY: a signal through a pidfd we own, without a siginfo.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd,
-                sig,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            );
-        }
-    }
-    // SAFETY: closing the fd pidfd_open gave us.
-    unsafe { libc::close(fd) };
-    true
-}
-
-#[cfg(not(target_os = "linux"))]
-fn signal_by_pidfd(_pid: i32, _parents: [i32; 2], _sig: i32) -> bool {
-    false
-}
-
-/// Sends `sig` to the command's group and to every descendant that left it.
-fn signal_tree(pgid: i32, sig: i32) {
-    kill_group(pgid, sig);
-    for (pid, parent) in descendants() {
-        signal_descendant(pid, parent, sig);
-    }
-}
-
-/// Stops every descendant left: TERM, then KILL once `grace` has passed; returns when none
-/// is left (no child of this subreaper, live or unreaped).
-fn clear_descendants(pgid: i32, grace: Duration) {
-    let kill_at = Instant::now() + grace;
-    let mut termed = false;
-    while children_left() {
-        let sig = if termed && Instant::now() < kill_at {
-            0
-        } else if termed {
-            libc::SIGKILL
-        } else {
-            libc::SIGTERM
-        };
-        if sig != 0 {
-            signal_tree(pgid, sig);
-        }
-        termed = true;
-        let wait = if sig == libc::SIGKILL {
-            Duration::from_millis(10)
-        } else {
-            kill_at
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(50))
-                .max(Duration::from_millis(1))
-        };
-        wait_signal(&sigset(&[libc::SIGCHLD]), wait);
-    }
-}
-
-/// Runs the command to its end (or its stop) and leaves no descendant behind.
+/// Runs the command to its end (or its stop) under a supervisor that outlives batchguard
+/// ([`supervise`]), and returns once no descendant is left.
 pub fn run(spec: &Spec) -> Result<Outcome, SpawnError> {
-    let Some((program, args)) = spec.argv.split_first() else {
+    let Some(program) = spec.argv.first() else {
         return Err(SpawnError::Other("an empty command".into()));
     };
-    let parent = std::process::id() as libc::pid_t;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let empty = sigset(&[]);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            #[cfg(target_os = "linux")]
-            {
-                // The job gets the host's transparent huge pages (see `block_signals`).
-                libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-                if libc::getppid() != parent {
-                    libc::_exit(137);
-                }
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => SpawnError::NotFound(format!("{program}: {e}")),
-        std::io::ErrorKind::PermissionDenied => {
-            SpawnError::NotExecutable(format!("{program}: {e}"))
-        }
-        _ if e.raw_os_error() == Some(libc::ENOEXEC) => {
-            SpawnError::NotExecutable(format!("{program}: {e}"))
-        }
-        _ => SpawnError::Other(format!("{program}: {e}")),
-    })?;
-    let pid = child.id() as i32;
-    let tee = child.stderr.take().map(|mut err| {
+    let prepared = supervise::Prepared::new(spec)?;
+    let mut started = supervise::start(&prepared, spec)?;
+    let tee = started.stderr.take().map(|mut err| {
         std::thread::spawn(move || {
             let mut tail: Vec<u8> = Vec::new();
             let mut buf = [0u8; 8192];
@@ -415,73 +179,24 @@ pub fn run(spec: &Spec) -> Result<Outcome, SpawnError> {
             tail
         })
     });
-    let term_at = spec
-        .deadline
-        .checked_sub(spec.grace)
-        .unwrap_or(spec.deadline);
-    let mut stopped = Stopped::No;
-    let mut termed = false;
-    let mut killed = false;
-    let mut interrupt_kill_at: Option<Instant> = None;
-    let watched = all_watched();
-    let status = loop {
-        if let Some(s) = reap(pid) {
-            break s;
-        }
-        let now = Instant::now();
-        if !killed && (now >= spec.deadline || interrupt_kill_at.is_some_and(|t| now >= t)) {
-            if stopped == Stopped::No {
-                stopped = Stopped::Deadline;
-            }
-            signal_tree(pid, libc::SIGKILL);
-            killed = true;
-        } else if !termed && now >= term_at {
-            if stopped == Stopped::No {
-                stopped = Stopped::Deadline;
-            }
-            signal_tree(pid, libc::SIGTERM);
-            termed = true;
-        }
-        let mut next = if termed { spec.deadline } else { term_at };
-        if let Some(t) = interrupt_kill_at {
-            next = next.min(t);
-        }
-        let wait = if killed {
-            Duration::from_millis(10)
-        } else {
-            next.saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1))
-        };
-        if let Some(sig) = wait_signal(&watched, wait)
-            && STOP_SIGNALS.contains(&sig)
-            && !matches!(stopped, Stopped::Interrupted(_))
-        {
-            stopped = Stopped::Interrupted(sig);
-            signal_tree(pid, sig);
-            interrupt_kill_at = Some((Instant::now() + spec.grace).min(spec.deadline));
-        }
-    };
-    // The std handle must not wait again: the status is already reaped.
-    std::mem::forget(child);
-    let left_grace = match stopped {
-        Stopped::No => spec
-            .grace
-            .min(spec.deadline.saturating_duration_since(Instant::now())),
-        _ => Duration::ZERO,
-    };
-    clear_descendants(pid, left_grace);
+    let report = supervise::wait(&started, spec);
     let stderr_tail = tee.and_then(|t| t.join().ok()).unwrap_or_default();
-    let st = std::process::ExitStatus::from_raw(status);
-    let exit = match (st.code(), st.signal()) {
-        (Some(c), _) => Exit::Code(c),
-        (None, Some(s)) => Exit::Signal(s),
-        _ => Exit::Code(255),
-    };
-    Ok(Outcome {
-        exit,
-        stopped,
-        stderr_tail,
-    })
+    match report {
+        supervise::Report::SpawnFailed(errno) => {
+            let e = std::io::Error::from_raw_os_error(errno);
+            let m = format!("{program}: {e}");
+            Err(match e.kind() {
+                std::io::ErrorKind::NotFound => SpawnError::NotFound(m),
+                std::io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(m),
+                _ if errno == libc::ENOEXEC => SpawnError::NotExecutable(m),
+                _ => SpawnError::Other(m),
+            })
+        }
+        supervise::Report::Done(outcome) => Ok(Outcome {
+            stderr_tail,
+            ..outcome
+        }),
+    }
 }
 
 /// A helper program to run to completion and read the output of.
@@ -672,6 +387,7 @@ pub fn signal_name(sig: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
 
     fn sh(script: &str, timeout: Duration, cap: usize) -> Result<Captured, CaptureError> {
         let argv = ["sh".into(), "-c".into(), script.into()];
