@@ -45,7 +45,7 @@ class Run:
         self.figures = {k: 0 for k in [
             "ticks", "applies", "kills", "job_kills", "stops", "restarts", "repairs", "cuts",
             "stalls", "node_restarts", "slots", "succeeded", "dead_lettered", "superseded",
-            "unresolved", "reapplied_slots"]}
+            "unresolved", "reapplied_slots", "reruns_after_a_spooled_finish"]}
         self.figures["exits"] = {}
         self.log_lock = threading.Lock()
         self.verbose = args.verbose
@@ -209,7 +209,8 @@ def print_figures(run, violations, w0, w1):
     say(run, f"window {checks.iso(w0)} .. {checks.iso(w1)}")
     say(run, "ticks {ticks}, applies {applies}, slots {slots} (succeeded {succeeded}, dead-lettered "
              "{dead_lettered}, unresolved {unresolved}, applied by 2+ runs {reapplied_slots}), superseded ends "
-             "{superseded}".format(**f))
+             "{superseded}, re-runs after a finish spooled past its lease (audit: AU102) "
+             "{reruns_after_a_spooled_finish}".format(**f))
     say(run, "faults: kills {kills}, job kills {job_kills}, stops {stops}, restarts {restarts} (repairs "
              "{repairs}), cuts {cuts}, stalls {stalls}, node restarts {node_restarts}".format(**f))
     say(run, "run exits: " + ", ".join(f"{k}: {v}" for k, v in sorted(f["exits"].items())))

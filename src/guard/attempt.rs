@@ -14,6 +14,12 @@ use crate::store::{self, Finish, Finished, SlotState, spool};
 use classify::Class;
 use jiff::{SignedDuration, Timestamp};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a finish that the store does not take is tried again before it is spooled (and
+/// never past the lease): long enough for a failover or a cut link to heal, short enough
+/// that a store that is down does not hold the tick for the whole lease.
+const RIDE_OUT: Duration = Duration::from_secs(10);
 
 impl Guard<'_> {
     /// Step 5: the run directory, then the command under the lease's deadline. A failure
@@ -198,7 +204,8 @@ impl Guard<'_> {
             state,
             ledger: self.apart.is_none(),
         };
-        let done = self.finish(fin, &ran.run_dir);
+        let lease_end = taken.sent + plan.ttl - plan.safety;
+        let done = self.finish(fin, &ran.run_dir, Some(lease_end));
         let (exit_status, signal) = match &ran.result {
             Ok(o) => match o.exit {
                 process::Exit::Code(c) => (Some(c), None),
@@ -293,28 +300,24 @@ impl Guard<'_> {
     /// was superseded, item 24), then the ledger, then the run directory; the run
     /// directory's lock, held until the attempt is recorded, keeps a catch-up from
     /// ingesting its outputs meanwhile.
-    pub(super) fn finish(&mut self, mut fin: Finish, run_dir: &Path) -> Option<Finished> {
-        let Some(a) = self.apart.as_mut() else {
-            let done = write_or_spool(self.st.as_mut(), spool::Entry::Finish(Box::new(fin)))
-                .unwrap_or_else(|e| {
-                    eprintln!("batchguard run: {e}");
-                    None
-                });
+    pub(super) fn finish(
+        &mut self,
+        mut fin: Finish,
+        run_dir: &Path,
+        lease_end: Option<Instant>,
+    ) -> Option<Finished> {
+        if self.apart.is_none() {
+            let done = self.settle(fin, lease_end);
             remove_run_dir(run_dir);
             return done;
-        };
+        }
         let superseded_end = |fin: &Finish, done: &Option<Finished>| match done {
             Some(Finished::Superseded { run_id, fence }) => {
                 Some(fin.superseded_end(run_id, *fence))
             }
             _ => None,
         };
-        let settled = fin.clone();
-        let done = write_or_spool(self.st.as_mut(), spool::Entry::Finish(Box::new(settled)))
-            .unwrap_or_else(|e| {
-                eprintln!("batchguard run: {e}");
-                None
-            });
+        let done = self.settle(fin.clone(), lease_end);
         let batch = match superseded_end(&fin, &done) {
             Some(end) => Batch {
                 job: fin.job.clone(),
@@ -335,10 +338,42 @@ impl Guard<'_> {
                 }
             }
         };
-        match a.write(batch) {
-            Ok(()) => remove_run_dir(run_dir),
-            Err(e) => eprintln!("batchguard run: {e}"),
+        let written = self.apart.as_mut().map(|a| a.write(batch));
+        match written {
+            Some(Ok(())) => remove_run_dir(run_dir),
+            Some(Err(e)) => eprintln!("batchguard run: {e}"),
+            None => {}
         }
         done
+    }
+
+    /// The store's finish, tried again on a fresh connection while this attempt's lease
+    /// lasts (`lease_end`), for at most [`RIDE_OUT`]: a link cut for a moment must not leave
+    /// a slot that succeeded for the store to take for lost once the lease ends, and another
+    /// instance to run again. Past that (or on any other error) it is spooled, as SPEC 7.1
+    /// item 10 says; the store then counts the holder as lost (item 20), and `audit` shows
+    /// the slot run twice.
+    fn settle(&mut self, fin: Finish, lease_end: Option<Instant>) -> Option<Finished> {
+        let mut pause = Duration::from_millis(50);
+        let lease_end = lease_end.map(|end| end.min(Instant::now() + RIDE_OUT));
+        while let Some(until) = lease_end {
+            match self.st.finish(&fin) {
+                Ok(done) => return Some(done),
+                Err(e) if e.kind() == store::ErrorKind::Unreachable => {}
+                Err(_) => break,
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || process::sleep_unless_stopped(pause.min(left)).is_some() {
+                break;
+            }
+            pause = (pause * 2).min(Duration::from_secs(1));
+            if let Ok(st) = store::open(&self.plan.store) {
+                self.st = st;
+            }
+        }
+        write_or_spool(self.st.as_mut(), spool::Entry::Finish(Box::new(fin))).unwrap_or_else(|e| {
+            eprintln!("batchguard run: {e}");
+            None
+        })
     }
 }

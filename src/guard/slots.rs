@@ -215,7 +215,7 @@ impl Guard<'_> {
                     ledger: self.apart.is_none(),
                 };
                 let dir = PathBuf::from(".batchguard/runs").join(&run_id);
-                self.finish(fin, &dir);
+                self.finish(fin, &dir, None);
             }
         }
         let u = behind.into_iter().find(|u| !spent(u))?;

@@ -7,6 +7,7 @@ import datetime as dt
 import glob
 import json
 import os
+import re
 import sqlite3
 from collections import defaultdict
 
@@ -161,6 +162,22 @@ def judge(cell, w0, w1, figures, faults_by_run=None):
         if n > 1:
             v.append(("duplicate_end", f"{k}: run {run} recorded output {key} {n} times"))
 
+    # Runs whose finish did not reach the store while their lease lasted (a cut link): the
+    # store took them for lost, so another host re-ran the slot (SPEC 7.1 items 10, 20).
+    # Only `audit` can tell that truth then: such a re-run is explained when audit reports
+    # the slot as run twice (AU102); unexplained otherwise.
+    spooled = set()
+    for path in glob.glob(os.path.join(cell.dir, "*", "stderr.log")):
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = re.search(r"spooled to \S*?-(\d{8}T\d{6}-[0-9a-f]+-[0-9a-f]{16})-finish\.json", line)
+                if m:
+                    spooled.add(m.group(1))
+    twice = set()
+    for f in (report or {}).get("findings", []):
+        if f.get("code") == "AU102" and f.get("scheduled_at"):
+            twice.add(slot_key(f["scheduled_at"]))
+
     succeeded, dead = set(), set()
     for s, evs in by_slot.items():
         first_success = None
@@ -168,7 +185,9 @@ def judge(cell, w0, w1, figures, faults_by_run=None):
         for e in evs:
             f = e.get("fence") if e.get("fence") is not None else fence_of.get(e["run_id"])
             if e["event"] == "start":
-                if first_success is not None:
+                if first_success is not None and first_success in spooled and s in twice:
+                    figures["reruns_after_a_spooled_finish"] += 1
+                elif first_success is not None:
                     v.append(("rerun_after_success", f"{k}: slot {show(s)} started again (run {e['run_id']}, fence {f}, "
                                                      f"{e.get('instance')}) after run {first_success} succeeded"))
                 newest_start = max(newest_start, f or 0)
