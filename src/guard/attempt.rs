@@ -2,14 +2,13 @@
 //! command (or the link's callback) under the lease's deadline, then its `end` (outputs,
 //! dead letter, release) in one write, the outcome said, and whether to retry.
 
-use super::leftovers::{RunMeta, hold_run_dir, remove_run_dir, write_meta, write_or_spool};
+use super::leftovers::{RunMeta, hold_run_dir, remove_run_dir, write_meta};
 use super::say::{dead_letter_reason, last_line};
 use super::{
     CANNOT_RUN, Guard, NOT_EXECUTABLE, NOT_FOUND, Next, Ran, Taken, Trigger, classify, exit_code,
     link, plan, report,
 };
 use crate::process::{self, SpawnError};
-use crate::store::ledger::Batch;
 use crate::store::{self, Finish, Finished, SlotState, spool};
 use classify::Class;
 use jiff::{SignedDuration, Timestamp};
@@ -302,49 +301,55 @@ impl Guard<'_> {
     /// ingesting its outputs meanwhile.
     pub(super) fn finish(
         &mut self,
-        mut fin: Finish,
+        fin: Finish,
         run_dir: &Path,
         lease_end: Option<Instant>,
     ) -> Option<Finished> {
-        if self.apart.is_none() {
-            let done = self.settle(fin, lease_end);
+        let Some(src) = self.apart.as_ref().map(|a| a.src.clone()) else {
+            let done = self
+                .settle(&fin, lease_end)
+                .or_else(|e| self.spool(spool::Entry::Finish(Box::new(fin)), &e));
             remove_run_dir(run_dir);
-            return done;
-        }
-        let superseded_end = |fin: &Finish, done: &Option<Finished>| match done {
-            Some(Finished::Superseded { run_id, fence }) => {
-                Some(fin.superseded_end(run_id, *fence))
-            }
-            _ => None,
+            return done.ok();
         };
-        let done = self.settle(fin.clone(), lease_end);
-        let batch = match superseded_end(&fin, &done) {
-            Some(end) => Batch {
-                job: fin.job.clone(),
-                scheduled_at: fin.scheduled_at,
-                run_id: fin.run_id.clone(),
-                events: vec![end],
-                outputs: std::mem::take(&mut fin.outputs),
-            },
-            None => {
-                let mut events = vec![fin.end.clone()];
-                events.extend(fin.dead_letter.clone());
-                Batch {
-                    job: fin.job.clone(),
-                    scheduled_at: fin.scheduled_at,
-                    run_id: fin.run_id.clone(),
-                    events,
-                    outputs: std::mem::take(&mut fin.outputs),
+        match self.settle(&fin, lease_end) {
+            Ok(done) => {
+                let batch = fin.ledger_batch(Some(&done));
+                let written = self.apart.as_mut().map(|a| a.write(batch));
+                match written {
+                    Some(Ok(())) => remove_run_dir(run_dir),
+                    Some(Err(e)) => eprintln!("batchguard run: {e}"),
+                    None => {}
                 }
+                Some(done)
             }
-        };
-        let written = self.apart.as_mut().map(|a| a.write(batch));
-        match written {
-            Some(Ok(())) => remove_run_dir(run_dir),
-            Some(Err(e)) => eprintln!("batchguard run: {e}"),
-            None => {}
+            // The store has not judged it: the ledger's part waits with the store's (a
+            // verdict written now could be a superseded attempt's).
+            Err(e) => {
+                let entry = spool::Entry::FinishApart {
+                    ledger: src,
+                    fin: Box::new(fin),
+                };
+                if self.spool(entry, &e).is_ok() {
+                    remove_run_dir(run_dir);
+                }
+                None
+            }
         }
-        done
+    }
+
+    /// Spools `entry`, saying so; `Err` (said) when the spool cannot take it either.
+    fn spool(&self, entry: spool::Entry, why: &store::StoreError) -> Result<Finished, ()> {
+        match spool::put(Path::new(spool::DIR), &entry) {
+            Ok(p) => eprintln!(
+                "batchguard run: the ledger did not take a write ({why}); spooled to {} for the next run or `batchguard store flush`",
+                p.display()
+            ),
+            Err(io) => eprintln!(
+                "batchguard run: the ledger did not take a write ({why}) and the spool failed too: {io}"
+            ),
+        }
+        Err(())
     }
 
     /// The store's finish, tried again on a fresh connection while this attempt's lease
@@ -353,27 +358,34 @@ impl Guard<'_> {
     /// instance to run again. Past that (or on any other error) it is spooled, as SPEC 7.1
     /// item 10 says; the store then counts the holder as lost (item 20), and `audit` shows
     /// the slot run twice.
-    fn settle(&mut self, fin: Finish, lease_end: Option<Instant>) -> Option<Finished> {
+    fn settle(
+        &mut self,
+        fin: &Finish,
+        lease_end: Option<Instant>,
+    ) -> Result<Finished, store::StoreError> {
         let mut pause = Duration::from_millis(50);
-        let lease_end = lease_end.map(|end| end.min(Instant::now() + RIDE_OUT));
-        while let Some(until) = lease_end {
-            match self.st.finish(&fin) {
-                Ok(done) => return Some(done),
-                Err(e) if e.kind() == store::ErrorKind::Unreachable => {}
-                Err(_) => break,
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() || process::sleep_unless_stopped(pause.min(left)).is_some() {
-                break;
-            }
-            pause = (pause * 2).min(Duration::from_secs(1));
-            if let Ok(st) = store::open(&self.plan.store) {
-                self.st = st;
+        let until = lease_end.map(|end| end.min(Instant::now() + RIDE_OUT));
+        loop {
+            let e = match self.st.finish(fin) {
+                Ok(done) => return Ok(done),
+                Err(e) if e.kind() == store::ErrorKind::Unreachable => e,
+                Err(e) => return Err(e),
+            };
+            // Never the same connection again: an answer cut off half-way (a signal, a
+            // cut link) would be read as the next request's.
+            loop {
+                let left = until.map_or(Duration::ZERO, |u| {
+                    u.saturating_duration_since(Instant::now())
+                });
+                if left.is_zero() || process::sleep_unless_stopped(pause.min(left)).is_some() {
+                    return Err(e);
+                }
+                pause = (pause * 2).min(Duration::from_secs(1));
+                if let Ok(st) = store::open(&self.plan.store) {
+                    self.st = st;
+                    break;
+                }
             }
         }
-        write_or_spool(self.st.as_mut(), spool::Entry::Finish(Box::new(fin))).unwrap_or_else(|e| {
-            eprintln!("batchguard run: {e}");
-            None
-        })
     }
 }

@@ -107,7 +107,9 @@ pub(super) fn write_or_spool(
     let r = match &entry {
         spool::Entry::Finish(f) => st.finish(f).map(Some),
         spool::Entry::Event(e) => st.append(e).map(|()| None),
-        spool::Entry::Ledger { .. } => return Err("a ledger entry is not for the store".into()),
+        spool::Entry::Ledger { .. } | spool::Entry::FinishApart { .. } => {
+            return Err("a ledger entry is not for the store".into());
+        }
     };
     match r {
         Ok(done) => Ok(done),

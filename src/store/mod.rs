@@ -331,6 +331,27 @@ fn yes() -> bool {
 }
 
 impl Finish {
+    /// What a ledger apart from the store gets of this finish once the store has answered
+    /// (`done`): the superseded `end` alone, or `end` and any dead letter; the outputs in
+    /// both cases (they were applied).
+    pub fn ledger_batch(&self, done: Option<&Finished>) -> ledger::Batch {
+        let events = match done {
+            Some(Finished::Superseded { run_id, fence }) => {
+                vec![self.superseded_end(run_id, *fence)]
+            }
+            _ => std::iter::once(self.end.clone())
+                .chain(self.dead_letter.clone())
+                .collect(),
+        };
+        ledger::Batch {
+            job: self.job.clone(),
+            scheduled_at: self.scheduled_at,
+            run_id: self.run_id.clone(),
+            events,
+            outputs: self.outputs.clone(),
+        }
+    }
+
     /// The one event a superseded attempt writes (SPEC 7.1 item 24): its `end`, status
     /// `superseded`, naming the newer holder; no error code, no fence.
     pub fn superseded_end(&self, newer: &str, fence: Option<i64>) -> EventRow {

@@ -30,6 +30,11 @@ pub enum Entry {
     Event(Box<EventRow>),
     /// For the ledger `ledger` names (a `--ledger` apart from the store).
     Ledger { ledger: String, batch: Box<Batch> },
+    /// A finish the store did not take, with a ledger apart: the store first, then that
+    /// ledger gets what the store's answer says (a superseded attempt's `end` is
+    /// `superseded`, SPEC 7.1 item 24), so a verdict never reaches the ledger before the
+    /// store has judged it.
+    FinishApart { ledger: String, fin: Box<Finish> },
 }
 
 /// Writes one entry as its own file; the name orders entries by time of writing.
@@ -43,6 +48,7 @@ pub fn put(dir: &Path, entry: &Entry) -> std::io::Result<PathBuf> {
         Entry::Finish(f) => (f.run_id.as_str(), "finish"),
         Entry::Event(e) => (e.run_id.as_str(), e.event.as_str()),
         Entry::Ledger { batch, .. } => (batch.run_id.as_str(), "ledger"),
+        Entry::FinishApart { fin, .. } => (fin.run_id.as_str(), "finish-apart"),
     };
     let stamp = jiff::Timestamp::now().as_microsecond();
     let safe: String = run_id
@@ -136,6 +142,29 @@ pub fn flush(dir: &Path, store: &mut dyn Store) -> Result<Flushed, StoreError> {
                 store.finish(f)?;
             }
             Entry::Event(e) => store.append(e)?,
+            Entry::FinishApart { ledger: src, fin } => {
+                let done = store.finish(fin)?;
+                // The store has settled it; the ledger's part waits as an entry of its own
+                // when that ledger does not take it now.
+                let batch = Box::new(fin.ledger_batch(Some(&done)));
+                let l = ledgers
+                    .entry(src.clone())
+                    .or_insert_with(|| ledger::open(src).map_err(|e| e.0));
+                let r = match l {
+                    Ok(l) => l.write(&batch).map_err(|e| e.0),
+                    Err(why) => Err(why.clone()),
+                };
+                if r.is_err() {
+                    let rest = Entry::Ledger {
+                        ledger: src.clone(),
+                        batch,
+                    };
+                    if let Err(io) = put(dir, &rest) {
+                        out.failed.push((path, io.to_string()));
+                        continue;
+                    }
+                }
+            }
             Entry::Ledger { ledger: src, batch } => {
                 let l = ledgers
                     .entry(src.clone())

@@ -146,6 +146,12 @@ def judge(cell, w0, w1, figures, faults_by_run=None):
     for i, e in enumerate(events):
         e["_i"] = i
         by_slot[slot_key(e["scheduled_at"])].append(e)
+    if cell.ledger_arg:
+        # A ledger apart (the JSONL file of the Redis cell) is appended in the order its
+        # writes arrive, and a spooled finish arrives late: the store judged it when it
+        # was written (`at`, the store's clock), which is the order that counts.
+        for evs in by_slot.values():
+            evs.sort(key=lambda e: ts(e["at"]))
     fence_of = {e["run_id"]: e["fence"] for e in events if e["event"] == "start" and e.get("fence") is not None}
     ends_per_run = defaultdict(int)
     for e in events:
