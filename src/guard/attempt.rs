@@ -80,6 +80,10 @@ impl Guard<'_> {
         if let Some(tp) = self.notify.traceparent() {
             env.push(("TRACEPARENT".into(), tp));
         }
+        let claim_job = plan.ledger_job.clone();
+        let fence = taken.acquired.fence;
+        let st = &mut self.st;
+        let mut claim = |key: &str| st.claim(&claim_job, key, run_id, fence);
         let result = match (&argv, self.link.as_mut()) {
             (Ok(_), Some(l)) => Ok(l.attempt(
                 &link::Granted {
@@ -98,6 +102,7 @@ impl Guard<'_> {
                 &error_path,
                 deadline,
                 plan.grace,
+                &mut claim,
             )),
             (Ok(argv), None) => process::run(&process::Spec {
                 argv,
@@ -315,6 +320,21 @@ impl Guard<'_> {
                 eprintln!("batchguard run: {e}");
                 None
             });
+        // SPEC 7.5: the run's claims wrote no row in the ledger apart; they go with its end,
+        // each once (a claimed key the job also listed is not written twice).
+        if done.is_some() {
+            let claimed = match self.st.finished_claims() {
+                Some(c) => Ok(c),
+                None => self.st.claimed(&fin.run_id),
+            };
+            match claimed {
+                Ok(c) => fin.outputs = store::merge_claimed(c, std::mem::take(&mut fin.outputs)),
+                Err(e) => eprintln!(
+                    "batchguard run: the claims of run {} are not in the ledger: {e}",
+                    fin.run_id
+                ),
+            }
+        }
         let batch = match superseded_end(&fin, &done) {
             Some(end) => Batch {
                 job: fin.job.clone(),
