@@ -35,3 +35,18 @@ CREATE TABLE IF NOT EXISTS batchguard_slots (
     run_id       VARCHAR(255) NOT NULL,
     PRIMARY KEY (job, scheduled_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- Claims (SPEC 7.5): the first claim of (job, output_key) ever, by the run that made it. The
+-- key is unique by its SHA-256 (`key_digest`): an InnoDB key holds 3072 bytes, and an output
+-- key may be 1 KiB of 4-byte characters. A claim's output row goes into batchguard_outputs in
+-- the same transaction. The function `batchguard_claim` is claims.mysql.sql.
+CREATE TABLE IF NOT EXISTS batchguard_claims (
+    job          VARCHAR(255)  NOT NULL,
+    key_digest   BINARY(32)    NOT NULL,
+    output_key   VARCHAR(1024) NOT NULL,
+    run_id       VARCHAR(255)  NOT NULL,
+    fence        BIGINT        NOT NULL,
+    at           VARCHAR(40)   NOT NULL,
+    PRIMARY KEY (job, key_digest),
+    KEY batchguard_claims_run (run_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -31,3 +31,15 @@ CREATE TABLE IF NOT EXISTS batchguard_slots (
     run_id       TEXT    NOT NULL,
     PRIMARY KEY (job, scheduled_at)
 );
+
+-- Claims (SPEC 7.5): the first claim of (job, output_key) ever, by the run that made it. A
+-- claim's output row goes into batchguard_outputs in the same (immediate) transaction.
+CREATE TABLE IF NOT EXISTS batchguard_claims (
+    job          TEXT    NOT NULL,
+    output_key   TEXT    NOT NULL,
+    run_id       TEXT    NOT NULL,
+    fence        INTEGER NOT NULL,
+    at           TEXT    NOT NULL,
+    PRIMARY KEY (job, output_key)
+);
+CREATE INDEX IF NOT EXISTS batchguard_claims_run ON batchguard_claims (run_id);

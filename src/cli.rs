@@ -46,6 +46,9 @@ pub enum Command {
     Run(RunArgs),
     /// The lock store: create its tables, show leases and slots, write the spool.
     Store(StoreArgs),
+    /// Claim an output for the running job: exit 0 the first claim ever, 1 claimed before,
+    /// 125 refused (a newer holder has the slot) or the store unreachable.
+    Claim(ClaimArgs),
     /// Rehearse recovery: replay a slot's snapshot again, concurrently, after a crash, a retry, a stale holder.
     Drill(DrillArgs),
     /// The drill's tap in front of a job (started by `drill` through `run`; not for people).
@@ -65,6 +68,48 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+/// `batchguard claim` (SPEC 7.5): one output of the running job claimed in its store.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Run it from a job that `batchguard run` started: the job, run id, fence and store come from
+the environment `run` gives the command (BATCHGUARD_JOB, BATCHGUARD_RUN_ID, BATCHGUARD_FENCE,
+BATCHGUARD_STORE). Claim the key BEFORE applying it, and apply it only on exit 0:
+
+    for id in $(pending_invoices); do
+        if batchguard claim --key \"invoice:$id\"; then settle \"$id\"; fi
+    done
+
+Exit codes:
+  0    claimed: the first claim of (job, key) ever; apply it (prints `claimed`)
+  1    already claimed, by this run or an earlier one: do not apply it (prints `already claimed`)
+  125  refused: this run is no longer its slot's latest holder (a newer run took the slot after
+       this one's lease ended; stop: nothing was claimed), or the store is unreachable, or an
+       argument is missing (message on stderr)
+
+The claim is the output row `audit` reads: do not also list a claimed key in
+BATCHGUARD_OUTPUTS (a listed key this run claimed is not recorded twice anyway).
+A crash between the claim and the write leaves the key claimed and not applied: when the data
+lives in the store's PostgreSQL or MySQL database, call the SQL function
+batchguard_claim(job, key, run_id, fence) inside the job's own transaction instead, so the
+write and the claim commit or roll back together (docs/commands/claim.md).")]
+pub struct ClaimArgs {
+    /// The output's key (one line, at most 1024 bytes), e.g. `invoice:4711`.
+    #[arg(long)]
+    pub key: String,
+    /// The store the run holds its lease in (default: BATCHGUARD_STORE, which `run` sets).
+    #[arg(long)]
+    pub store: Option<String>,
+    /// The job (default: BATCHGUARD_JOB).
+    #[arg(long)]
+    pub job: Option<String>,
+    /// The run's id (default: BATCHGUARD_RUN_ID).
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// The run's fencing token (default: BATCHGUARD_FENCE).
+    #[arg(long, allow_hyphen_values = true)]
+    pub fence: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]

@@ -47,7 +47,7 @@ fn migrate_status_and_repair_on_a_sqlite_store() {
 
     let first = stdout(&batchguard(dir, &["store", "migrate"]));
     assert!(
-        first.starts_with("sqlite:.batchguard/store.db: created batchguard_drills, batchguard_events, batchguard_fence, batchguard_leases, batchguard_outputs, batchguard_slots"),
+        first.starts_with("sqlite:.batchguard/store.db: created batchguard_claims, batchguard_drills, batchguard_events, batchguard_fence, batchguard_leases, batchguard_outputs, batchguard_slots"),
         "{first}"
     );
     let again = stdout(&batchguard(dir, &["store", "migrate"]));

@@ -5,8 +5,14 @@
 // the slot under the store's lease and fencing token, the others skip and say who held it,
 // and the ledger records every start, end and skip for `batchguard audit`.
 //
+// Each invoice is settled exactly once (settle.js): claimed with run.claim(invoiceId, tx)
+// inside the transaction that charges it, so a holder killed after its COMMIT leaves nothing
+// for the catch-up to charge again, and the ledger's outputs are the invoices charged.
+//
 // The store comes from BATCHGUARD_STORE (PostgreSQL here, Redis with a ledger works too);
-// BATCHGUARD_LEDGER names a separate ledger when the store has none (Redis).
+// BATCHGUARD_LEDGER names a separate ledger when the store has none (Redis). The claim goes
+// into the invoices' transaction when the store is the invoices' database; otherwise it is
+// a round trip of its own (docs/exactly-once.md says what that leaves open).
 
 const path = require("node:path");
 const cron = require("node-cron");
@@ -14,7 +20,8 @@ const { Pool } = require("pg");
 const { guarded } = require("batchguard");
 const { settleInvoices } = require("./settle");
 
-const db = new Pool({ connectionString: process.env.BILLING_DATABASE_URL, max: 2 });
+const db = new Pool({ connectionString: process.env.BILLING_DATABASE_URL, max: 3 });
+const claimIn = process.env.BATCHGUARD_STORE === process.env.BILLING_DATABASE_URL ? "transaction" : "store";
 
 const settle = guarded(
   {
@@ -23,7 +30,7 @@ const settle = guarded(
     ledger: process.env.BATCHGUARD_LEDGER,
   },
   async (run) => {
-    const settled = await settleInvoices(db, run);
+    const settled = await settleInvoices(db, run, { claimIn });
     console.log(`settle-invoices ${run.slot.toISOString()}: ${settled} settled (attempt ${run.attempt}, fence ${run.fence})`);
   },
 );

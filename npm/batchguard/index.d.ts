@@ -54,6 +54,34 @@ export interface Run {
   readonly signal: AbortSignal;
   /** Records one applied output in the outputs ledger; rejects after the deadline. */
   output(key: string): Promise<void>;
+  /**
+   * Claims output `key` for this run: resolves `true` for the first claim of (job, key) ever
+   * (the output row is recorded), `false` when it was claimed before (by any run: do not
+   * apply it again). Rejects with `code: "E_CLAIM_REFUSED"` when this attempt is no longer
+   * its slot's latest holder, or after the deadline: roll back.
+   *
+   * With `client` (a `pg` Client / pool client, or a `mysql2` connection, promise or callback
+   * API, never a pool) it runs `SELECT batchguard_claim(…)` on that connection, inside the
+   * transaction the caller opened: the claim commits or rolls back with the caller's write.
+   * Without one it is a round trip of its own to the store (SQLite, Redis, data elsewhere).
+   * A key is one line of 1 to 1024 bytes (else `E_CLAIM_KEY`).
+   */
+  claim(key: string, client?: ClaimClient): Promise<boolean>;
+}
+
+/**
+ * A connection `run.claim()` can run `batchguard_claim` on: a `pg` Client (or the client of
+ * `pool.connect()`), told apart by its `connectionParameters`; a `mysql2` connection (promise
+ * or callback API), told apart by `execute()` next to `query()`. Anything else (a pool, an
+ * unknown driver) is refused with `code: "E_OPTIONS"` before any query.
+ */
+export interface ClaimClient {
+  query(...args: any[]): any;
+}
+
+/** Why `run.claim()` or `run.output()` rejected (besides the driver's own SQL errors). */
+export interface ClaimError extends Error {
+  code: "E_CLAIM_REFUSED" | "E_CLAIM_KEY" | "E_STORE" | "E_OPTIONS";
 }
 
 /**

@@ -106,6 +106,10 @@ async function main(): Promise<void> {
       const slot: Date = run.slot;
       run.signal.throwIfAborted();
       await run.output(\`invoice-\${fence}-\${slot.toISOString()}\`);
+      const tx = { query: async (_text: string, _values: unknown[]) => ({ rows: [] }) };
+      const first: boolean = await run.claim("invoice-1", tx);
+      const again: boolean = await run.claim("invoice-2");
+      console.log(first, again);
     },
   );
   if (result.status === "skipped") console.log(result.reason);

@@ -1,9 +1,12 @@
 // The incident's app fixed (examples/node/), run as it is deployed: a real PM2 cluster of 4
 // instances (PM2 from npm), node-cron ticking every 2 s, each tick guarded(), the lease in
-// PostgreSQL or in Redis. The working instance of one slot is killed with kill -9 while its
-// UPDATE waits on a row lock this test holds; then every slot of the window has exactly one
-// successful end, the killed slot its INTERRUPTED attempt and a catch-up, the other
-// instances' skips name their holder, every invoice is settled once, and the audit is clean.
+// PostgreSQL or in Redis. Each invoice is charged in a transaction of its own with its claim
+// (run.claim(key, tx) on PostgreSQL, run.claim(key) on Redis). The working instance of one
+// slot is killed with kill -9 after it committed that slot's first invoice (charge and
+// claim), while the second one's UPDATE waits on a row lock this test holds; then every slot
+// of the window has exactly one successful end, the killed slot its INTERRUPTED attempt and a
+// catch-up, the other instances' skips name their holder, every invoice is charged exactly
+// once and is once in the outputs ledger, and the audit is clean.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -63,14 +66,15 @@ function appFolder(dir, job, storeKind) {
   return app;
 }
 
-/** Invoices due every 2 s from 20 s ago to 2 min ahead (slot-aligned). */
-async function seedInvoices(db) {
-  await db.query(`
-    CREATE TABLE invoices (id bigint PRIMARY KEY, due_at timestamptz NOT NULL, settled_at timestamptz,
-                           settled_by text, last_fence bigint NOT NULL DEFAULT 0)`);
+/** The example's tables (its own migrate()), and two invoices due every 2 s from 20 s ago to 2 min ahead (slot-aligned). */
+async function seedInvoices(db, app) {
+  await createRequire(path.join(app, "package.json"))("./settle.js").migrate(db);
   const start = Math.floor(Date.now() / STEP) * STEP - 20_000;
   const values = [];
-  for (let i = 0; i < 70; i++) values.push(`(${i + 1}, to_timestamp(${(start + i * STEP) / 1000}))`);
+  for (let i = 0; i < 70; i++) {
+    const due = `to_timestamp(${(start + i * STEP) / 1000})`;
+    values.push(`(${2 * i + 1}, ${due})`, `(${2 * i + 2}, ${due})`);
+  }
   await db.query(`INSERT INTO invoices (id, due_at) VALUES ${values.join(",")}`);
 }
 
@@ -112,11 +116,12 @@ async function scenario(kind, cleanups) {
   const migrated = await run(binary(), ["store", "migrate", "--store", store]);
   assert.equal(migrated.code, 0, migrated.stderr);
 
+  const app = appFolder(dir, job, kind);
   const db = new pg.Client({ connectionString: dbUrl });
   db.on("error", () => {});
   await db.connect();
   cleanups.push(() => db.end());
-  await seedInvoices(db);
+  await seedInvoices(db, app);
 
   const events = async () => {
     if (kind === "postgres") {
@@ -130,7 +135,6 @@ async function scenario(kind, cleanups) {
       .filter((e) => e.job === job).map((e) => ({ ...e, scheduled_at: new Date(e.scheduled_at).getTime() }));
   };
 
-  const app = appFolder(dir, job, kind);
   const env = {
     ...process.env,
     PM2_HOME: path.join(dir, "pm2"),
@@ -150,22 +154,30 @@ async function scenario(kind, cleanups) {
   const pids = new Map(JSON.parse(await pm2(["jlist"], env)).map((p) => [String(p.pm2_env.NODE_APP_INSTANCE), p.pid]));
   assert.equal(pids.size, 4, "4 instances");
 
-  // The slot to break: a few ticks ahead. Its invoice's row is locked, so the instance that
-  // takes the slot waits inside its callback until it is killed.
+  // The slot to break: a few ticks ahead. Its second invoice's row is locked, so the
+  // instance that takes the slot commits the first invoice (its charge and its claim) and
+  // then waits inside its callback until it is killed: a kill after a commit.
   const T = Math.ceil((Date.now() + 3000) / STEP) * STEP;
   const lock = new pg.Client({ connectionString: dbUrl });
   lock.on("error", () => {});
   await lock.connect();
   cleanups.push(() => lock.end());
   await lock.query("BEGIN");
-  const locked = await lock.query("SELECT id FROM invoices WHERE due_at = to_timestamp($1) FOR UPDATE", [T / 1000]);
+  const locked = await lock.query(
+    "SELECT id FROM invoices WHERE due_at = to_timestamp($1) ORDER BY id DESC LIMIT 1 FOR UPDATE", [T / 1000]);
   assert.equal(locked.rowCount, 1);
+  const lockedId = Number(locked.rows[0].id);
+  const committedId = lockedId - 1;
 
   const start = await until(async () => (await events()).find((e) => e.event === "start" && e.scheduled_at === T), 20_000, `the start of ${iso(T)}`);
   const holder = /\/pm2:(\d+)\//.exec(start.instance);
   assert.ok(holder, `the instance id names the PM2 instance: ${start.instance}`);
   const victim = pids.get(holder[1]);
   assert.ok(victim, `PM2 instance ${holder[1]} in ${JSON.stringify([...pids])}`);
+  // The first invoice of the slot is committed by the working run (its charge is visible
+  // to this connection), and the run is still working: waiting on the locked row.
+  await until(async () => (await db.query("SELECT 1 FROM payments WHERE invoice_id = $1 AND run_id = $2",
+    [committedId, start.run_id])).rowCount === 1, 20_000, `invoice ${committedId} committed by ${start.run_id}`);
   assert.equal((await events()).filter((e) => e.run_id === start.run_id && e.event === "end").length, 0, "still working");
   process.kill(victim, "SIGKILL");
 
@@ -232,6 +244,29 @@ async function scenario(kind, cleanups) {
   const { rows } = await db.query(
     "SELECT count(*)::int AS n, count(settled_at)::int AS settled FROM invoices WHERE due_at <= to_timestamp($1)", [last / 1000]);
   assert.equal(rows[0].settled, rows[0].n, "every invoice due in the window settled");
+  // Exactly once: one charge per invoice (the one committed before the kill was not charged
+  // again by the catch-up), made by the run that settled it.
+  const charges = await db.query(`
+    SELECT i.id, i.settled_by, count(p.id)::int AS charges, min(p.run_id) AS charged_by
+      FROM invoices i LEFT JOIN payments p ON p.invoice_id = i.id
+     WHERE i.settled_at IS NOT NULL GROUP BY i.id, i.settled_by ORDER BY i.id`);
+  for (const c of charges.rows) {
+    assert.equal(c.charges, 1, `invoice ${c.id} charged once: ${JSON.stringify(c)}`);
+    assert.equal(c.charged_by, c.settled_by, `invoice ${c.id}`);
+  }
+  assert.equal(charges.rows.find((c) => Number(c.id) === committedId).settled_by, start.run_id,
+    "the invoice committed before the kill stays the killed run's");
+  // Once in the outputs ledger each, claimed by the run that charged it.
+  const outputs = kind === "postgres"
+    ? (await db.query("SELECT output_key, run_id FROM batchguard_outputs WHERE job = $1", [job])).rows
+    : fs.readFileSync(ledgerFile.replace(/\.jsonl$/, ".outputs.jsonl"), "utf8").split("\n").filter(Boolean)
+      .map((line) => JSON.parse(line)).filter((o) => o.job === job);
+  const byKey = new Map();
+  for (const o of outputs) byKey.set(o.output_key, [...(byKey.get(o.output_key) || []), o.run_id]);
+  for (const c of charges.rows) {
+    assert.deepEqual(byKey.get(`invoice-${c.id}`), [c.settled_by], `invoice-${c.id} in the outputs ledger once`);
+  }
+  assert.equal(byKey.size, charges.rows.length, "no output without its charge");
 
   const ledgerArgs = kind === "postgres"
     ? ["--ledger", dbUrl]

@@ -90,6 +90,23 @@ test("acquired becomes run (bigint fence past 2^53, Dates), outputs are acked or
     await assert.rejects(seen.output("late"), { code: "E_OUTPUT" });
   }));
 
+test("run.claim(key) without a client is the link's claim: its answer is the boolean, a refusal its code", () =>
+  withFake("success", async () => {
+    let seen;
+    const result = await guard(options, async (run) => {
+      seen = run;
+      assert.equal(await run.claim("inv-1"), true);
+      assert.equal(await run.claim("inv-1"), false);
+      await assert.rejects(run.claim("refused"), { code: "E_CLAIM_REFUSED", message: /no longer its slot's latest holder/ });
+      await assert.rejects(run.claim(""), { code: "E_CLAIM_KEY" });
+    });
+    assert.equal(result.status, "succeeded");
+    const sent = JSON.parse(result.reason);
+    assert.deepEqual(sent.map((m) => [m.op, m.key]), [["claim", "inv-1"], ["claim", "inv-1"], ["claim", "refused"], ["done", undefined]]);
+    assert.ok(sent.slice(0, 3).every((m, i, all) => Number.isInteger(m.id) && all.filter((o) => o.id === m.id).length === 1), "one request id each");
+    await assert.rejects(seen.claim("late"), { code: "E_CLAIM_REFUSED", message: /has ended/ });
+  }));
+
 test("a thrown error is sent as done failure with err.code, and is the result's error", () =>
   withFake("success", async () => {
     const thrown = Object.assign(new Error("connection reset"), { code: "ECONNRESET" });

@@ -7,6 +7,7 @@
 //! Library modules never see a clap type: the mapping from arguments to options lives here.
 
 mod audit;
+mod claim;
 mod completions;
 mod drill;
 mod explain;
@@ -140,6 +141,7 @@ pub fn dispatch(command: Command) -> Result<Outcome, Error> {
         Command::Init(args) => init::run(args),
         Command::Run(args) => run::run(args),
         Command::Store(args) => store::run(args),
+        Command::Claim(args) => claim::run(args),
         Command::Drill(args) => drill::run(args),
         Command::DrillJob { argv } => Ok(Outcome::Code(crate::drill::shim::main(&argv))),
         Command::Watch(args) => watch::run(args),

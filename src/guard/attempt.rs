@@ -85,6 +85,10 @@ impl Guard<'_> {
         if let Some(tp) = self.notify.traceparent() {
             env.push(("TRACEPARENT".into(), tp));
         }
+        let claim_job = plan.ledger_job.clone();
+        let fence = taken.acquired.fence;
+        let st = &mut self.st;
+        let mut claim = |key: &str| st.claim(&claim_job, key, run_id, fence);
         let result = match (&argv, self.link.as_mut()) {
             (Ok(_), Some(l)) => Ok(l.attempt(
                 &link::Granted {
@@ -103,6 +107,7 @@ impl Guard<'_> {
                 &error_path,
                 deadline,
                 plan.grace,
+                &mut claim,
             )),
             (Ok(argv), None) => process::run(&process::Spec {
                 argv,
@@ -314,6 +319,15 @@ impl Guard<'_> {
         };
         match self.settle(&fin, lease_end) {
             Ok(done) => {
+                // SPEC 7.5: the run's claims wrote no row in the ledger apart; they go with
+                // its end, each once.
+                let mut fin = fin;
+                if let Err(e) = store::with_claims(self.st.as_mut(), &mut fin) {
+                    eprintln!(
+                        "batchguard run: the claims of run {} are not in the ledger: {e}",
+                        fin.run_id
+                    );
+                }
                 let batch = fin.ledger_batch(Some(&done));
                 let written = self.apart.as_mut().map(|a| a.write(batch));
                 match written {

@@ -212,6 +212,8 @@ pub fn catch_up(st: &mut dyn Store, store_url: &str) -> Result<CaughtUp, store::
             continue;
         }
         let (outputs, _) = classify::read_outputs(&dir.join("outputs"), Timestamp::now());
+        // SPEC 7.5: what the dead run claimed is in the store only; its ledger gets it here.
+        let outputs = store::merge_claimed(st.claimed(run_id)?, outputs);
         let n = outputs.len() as u64;
         if n > 0 {
             let mut a = Apart {

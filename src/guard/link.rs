@@ -21,6 +21,38 @@ const MAX_CODE: usize = 128;
 /// The longest message taken from `done`: the `detail` of `end` keeps 4 KiB.
 const MAX_MESSAGE: usize = 4096;
 
+/// The longest claimed key, in bytes (an output line's limit; MySQL's claim keeps 1024
+/// characters).
+pub const MAX_CLAIM_KEY: usize = 1024;
+
+/// Why a claimed key is refused before any store is asked: `None` when it is one.
+pub fn bad_claim_key(key: &str) -> Option<&'static str> {
+    if key.is_empty() {
+        Some("a claimed key is not empty")
+    } else if key.contains(['\n', '\r', '\0']) {
+        Some("a claimed key is one line, without NUL")
+    } else if key.len() > MAX_CLAIM_KEY {
+        Some("a claimed key is at most 1024 bytes (hash a longer one: `sha256:…`)")
+    } else {
+        None
+    }
+}
+
+/// A claim's answer (`claimed` event) for the driver, from the store's answer.
+fn claim_answer(id: Value, answer: Result<bool, crate::store::StoreError>) -> Value {
+    match answer {
+        Ok(first) => json!({"event": "claimed", "id": id, "ok": true, "claimed": first}),
+        Err(e) => {
+            let code = if e.kind() == crate::store::ErrorKind::ClaimRefused {
+                "E_CLAIM_REFUSED"
+            } else {
+                "E_STORE"
+            };
+            json!({"event": "claimed", "id": id, "ok": false, "code": code, "error": e.to_string()})
+        }
+    }
+}
+
 /// The `detail` of an attempt whose callback was still running at the deadline (SPEC 7.1
 /// item 25): the guard can end the attempt and release the lease, but a callback in another
 /// process is not its to stop, so the ledger never claims it was.
@@ -108,6 +140,7 @@ impl Link {
         error: &Path,
         deadline: Instant,
         grace: Duration,
+        claim: &mut dyn FnMut(&str) -> Result<bool, crate::store::StoreError>,
     ) -> Outcome {
         let mut acquired = json!({
             "event": "acquired",
@@ -214,6 +247,20 @@ impl Link {
                         }
                     }
                 }
+                Some("claim") => {
+                    // SPEC 7.5: the store's claim with this attempt's run id and fence.
+                    let id = msg.get("id").cloned().unwrap_or(Value::Null);
+                    let answer = match msg["key"].as_str() {
+                        None => json!({"event": "claimed", "id": id, "ok": false,
+                            "code": "E_CLAIM_KEY", "error": "`key` must be a string"}),
+                        Some(k) => match bad_claim_key(k) {
+                            Some(why) => json!({"event": "claimed", "id": id, "ok": false,
+                                "code": "E_CLAIM_KEY", "error": why}),
+                            None => claim_answer(id, claim(k)),
+                        },
+                    };
+                    self.send(&answer);
+                }
                 Some("done") if msg["status"] == "success" => {
                     return ended(Exit::Code(0), Stopped::No, vec![]);
                 }
@@ -271,6 +318,11 @@ impl Link {
                     let id = m.get("id").cloned().unwrap_or(Value::Null);
                     self.send(&json!({"event": "ack", "id": id, "ok": false,
                         "error": "the attempt is over (its deadline passed or it was recorded): the lease may be another holder's"}));
+                }
+                Line::Msg(m) if m["op"] == "claim" => {
+                    let id = m.get("id").cloned().unwrap_or(Value::Null);
+                    self.send(&json!({"event": "claimed", "id": id, "ok": false, "code": "E_CLAIM_REFUSED",
+                        "error": "the attempt is over (its deadline passed or it was recorded): the lease may be another holder's; nothing was claimed"}));
                 }
                 Line::Eof => self.gone = true,
                 _ => {}

@@ -20,6 +20,7 @@ mod slots;
 
 pub use leftovers::catch_up;
 use leftovers::{Apart, record};
+pub use link::bad_claim_key;
 use say::{cannot, unreachable};
 use slots::{Checks, Slots};
 

@@ -623,6 +623,16 @@ impl Plan {
         if let Some(s) = snapshot {
             env.push(("BATCHGUARD_SNAPSHOT".into(), s.to_owned()));
         }
+        // SPEC 7.5: `batchguard claim` in the command finds the run's store here, unless the
+        // environment names one already. A relative SQLite path is made absolute, so a
+        // command that changes directory still claims in this store.
+        if std::env::var_os("BATCHGUARD_STORE").is_none() {
+            let url = match self.store.sqlite_path() {
+                Some(p) if p.is_relative() => format!("sqlite:{}", abs(p)),
+                _ => self.store.raw().to_owned(),
+            };
+            env.push(("BATCHGUARD_STORE".into(), url));
+        }
         env
     }
 

@@ -48,6 +48,9 @@ pub enum ErrorKind {
     Refused,
     /// The store answered with an error of its own (a permission, a constraint).
     Failed,
+    /// A claim (SPEC 7.5) by a run that is no longer its slot's latest holder (or with
+    /// another fence): nothing was recorded.
+    ClaimRefused,
 }
 
 impl ErrorKind {
@@ -59,6 +62,7 @@ impl ErrorKind {
             ErrorKind::NotMigrated => "has no batchguard tables",
             ErrorKind::Refused => "refused the lease",
             ErrorKind::Failed => "answered with an error",
+            ErrorKind::ClaimRefused => "refused the claim",
         }
     }
 }
@@ -86,6 +90,12 @@ impl StoreError {
         StoreError(message, ErrorKind::Refused)
     }
 
+    /// A claim refused (see [`ErrorKind::ClaimRefused`]), with the one message every store
+    /// gives.
+    pub fn claim_refused(run_id: &str, fence: i64, key: &str) -> StoreError {
+        StoreError(claim_refusal(run_id, fence, key), ErrorKind::ClaimRefused)
+    }
+
     pub fn kind(&self) -> ErrorKind {
         self.1
     }
@@ -94,6 +104,33 @@ impl StoreError {
     pub fn refusal(&self) -> Option<&str> {
         (self.1 == ErrorKind::Refused).then_some(self.0.as_str())
     }
+}
+
+/// What a refused claim says (SPEC 7.5), on every store and in the SQL functions.
+pub fn claim_refusal(run_id: &str, fence: i64, key: &str) -> String {
+    format!(
+        "batchguard: run {run_id} (fence {fence}) is no longer its slot's latest holder: claim of {key} refused"
+    )
+}
+
+/// Keys claimed by a run merged with the outputs it listed (a ledger apart, SPEC 7.5): each
+/// claimed key once (the claim's row), then the listed keys this run did not claim.
+/// A finish's outputs for a ledger apart, once the store took the finish: the run's
+/// claims (SPEC 7.5; they wrote no row there) merged with its listed outputs, each key once.
+pub fn with_claims(st: &mut dyn Store, fin: &mut Finish) -> Result<(), StoreError> {
+    let claimed = match st.finished_claims() {
+        Some(c) => c,
+        None => st.claimed(&fin.run_id)?,
+    };
+    fin.outputs = merge_claimed(claimed, std::mem::take(&mut fin.outputs));
+    Ok(())
+}
+
+pub fn merge_claimed(claimed: Vec<OutputRow>, listed: Vec<OutputRow>) -> Vec<OutputRow> {
+    let keys: std::collections::HashSet<String> = claimed.iter().map(|o| o.key.clone()).collect();
+    let mut out = claimed;
+    out.extend(listed.into_iter().filter(|o| !keys.contains(&o.key)));
+    out
 }
 
 impl From<url::UrlError> for StoreError {
@@ -475,6 +512,22 @@ pub trait Store {
         job: &str,
         from: Timestamp,
     ) -> Result<(Vec<Unfinished>, Timestamp), StoreError>;
+    /// Claims output `key` of `job` for run `run_id` holding `fence` (SPEC 7.5): `Ok(true)`
+    /// for the first claim of (job, key) ever (the claim and, where the store keeps the
+    /// ledger, its output row written in one transaction), `Ok(false)` when it was claimed
+    /// before (nothing written), an error of kind [`ErrorKind::ClaimRefused`] when the run
+    /// is no longer its slot's latest holder with that fence (nothing written).
+    fn claim(&mut self, job: &str, key: &str, run_id: &str, fence: i64)
+    -> Result<bool, StoreError>;
+    /// The outputs run `run_id` claimed (key and time), for a ledger apart from the store:
+    /// the claim wrote no row there, so the run's finish (or the catch-up of a run that died)
+    /// writes them, once.
+    fn claimed(&mut self, run_id: &str) -> Result<Vec<OutputRow>, StoreError>;
+    /// The claims the last [`Store::finish`] read with it (a store that reads them in the
+    /// finish's own round trip: Redis); `None`: ask [`Store::claimed`].
+    fn finished_claims(&mut self) -> Option<Vec<OutputRow>> {
+        None
+    }
     /// Every lease not released (live, or expired with its holder gone), with the store's
     /// clock at the read. A store that cannot list them says so; `watch` and `metrics`
     /// then show the ledger's view only.

@@ -46,6 +46,10 @@ pub const DDL: [&str; 2] = [
     include_str!("../../schemas/store.mysql.sql"),
 ];
 
+/// The stored function `batchguard_claim` (SPEC 7.5): one statement, created by `store
+/// migrate` after the tables (dropped first: MySQL has no `CREATE OR REPLACE FUNCTION`).
+pub const CLAIM_FUNCTION: &str = include_str!("../../schemas/claims.mysql.sql");
+
 /// How long one operation may take before the store counts as unreachable.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -216,8 +220,30 @@ SELECT CAST(value + 1 AS CHAR) FROM batchguard_fence WHERE id = 1"
         if result.is_ok() {
             result = self.widen_status_check();
         }
+        if result.is_ok() {
+            result = self.create_claim_function();
+        }
         let _ = self.query("DO RELEASE_LOCK('batchguard_migrate')".into(), WHAT);
         result
+    }
+
+    /// The claim's stored function, replaced by the current one. A server with binary
+    /// logging refuses a function that writes unless the creator may (`SUPER`, or
+    /// `log_bin_trust_function_creators = 1`): the message says so.
+    fn create_claim_function(&mut self) -> Result<(), StoreError> {
+        const WHAT: &str = "cannot create the function batchguard_claim";
+        self.query("DROP FUNCTION IF EXISTS batchguard_claim".into(), WHAT)?;
+        self.query(CLAIM_FUNCTION.to_owned(), WHAT).map_err(|e| {
+            if e.0.contains("log_bin_trust_function_creators") || e.0.contains("DETERMINISTIC") {
+                StoreError::failed(format!(
+                    "{} (binary logging is on: set `log_bin_trust_function_creators = 1` on the server, or migrate as a user with SUPER; the function writes only batchguard's own tables)",
+                    e.0
+                ))
+            } else {
+                e
+            }
+        })?;
+        Ok(())
     }
 
     /// `catch_up` joined the triggers after the first release, and `CREATE TABLE IF NOT
@@ -316,6 +342,22 @@ SELECT CAST(value + 1 AS CHAR) FROM batchguard_fence WHERE id = 1"
                         return Err(StoreError::unreachable(format!(
                             "{}: {what}: {message}",
                             self.shown
+                        )));
+                    }
+                    // ER_SIGNAL_EXCEPTION from batchguard_claim: a refused claim.
+                    if number == Some(1644)
+                        && let Some(at) = message.find("batchguard: run ")
+                    {
+                        return Err(StoreError(
+                            message[at..].to_owned(),
+                            super::ErrorKind::ClaimRefused,
+                        ));
+                    }
+                    // ER_SP_DOES_NOT_EXIST: a database migrated before claims.
+                    if number == Some(1305) && message.contains("batchguard_claim") {
+                        return Err(StoreError::not_migrated(format!(
+                            "{}: the function batchguard_claim is missing: create it with `batchguard store migrate --store '{}'`",
+                            self.shown, self.shown
                         )));
                     }
                     // ER_NO_SUCH_TABLE.
@@ -522,6 +564,57 @@ impl Store for MysqlStore {
         true
     }
 
+    fn claim(
+        &mut self,
+        job: &str,
+        key: &str,
+        run_id: &str,
+        fence: i64,
+    ) -> Result<bool, StoreError> {
+        const WHAT: &str = "cannot claim the output";
+        let sql = format!(
+            "SELECT CAST(batchguard_claim({}, {}, {}, {fence}) AS CHAR), CAST({NOW_US} AS CHAR)",
+            lit(job),
+            lit(key),
+            lit(run_id),
+        );
+        let rows = match self.query(sql, WHAT) {
+            Ok(rows) => rows,
+            // The server's message is cut at 128 characters: the whole one here.
+            Err(e) if e.kind() == super::ErrorKind::ClaimRefused => {
+                return Err(StoreError::claim_refused(run_id, fence, key));
+            }
+            Err(e) => return Err(e),
+        };
+        self.tick(&rows);
+        match rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .as_deref()
+        {
+            Some("1") => Ok(true),
+            Some("0") => Ok(false),
+            _ => Err(self.unexpected(WHAT)),
+        }
+    }
+
+    fn claimed(&mut self, run_id: &str) -> Result<Vec<OutputRow>, StoreError> {
+        let sql = format!(
+            "SELECT output_key, at FROM batchguard_claims WHERE run_id = {} ORDER BY at, output_key",
+            lit(run_id)
+        );
+        let rows = self.query(sql, "cannot read the claims")?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(OutputRow {
+                    key: r.first()?.clone()?,
+                    at: r.get(1)?.as_deref()?.parse().ok()?,
+                })
+            })
+            .collect())
+    }
+
     fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {
         let sql = format!(
             "INSERT INTO batchguard_events ({EVENT_COLUMNS}) VALUES ({})",
@@ -538,10 +631,13 @@ impl Store for MysqlStore {
         let mut stmts = vec![
             "START TRANSACTION".to_owned(),
             format!(
-                "SELECT EXISTS (SELECT 1 FROM batchguard_outputs WHERE run_id = {r}) INTO @bg_done"
+                "SELECT EXISTS (SELECT 1 FROM batchguard_outputs o WHERE o.run_id = {r} AND NOT EXISTS \
+                 (SELECT 1 FROM batchguard_claims c WHERE c.job = o.job \
+                  AND c.key_digest = UNHEX(SHA2(o.output_key, 256)) AND c.run_id = o.run_id)) INTO @bg_done"
             ),
         ];
-        stmts.extend(outputs_inserts(&j, &s, &r, keys, "NOT @bg_done"));
+        let when = format!("NOT @bg_done AND {}", sql::unclaimed(&j, &r));
+        stmts.extend(outputs_inserts(&j, &s, &r, keys, &when));
         stmts.push("COMMIT".to_owned());
         stmts.push("SELECT CAST(@bg_done AS CHAR)".to_owned());
         let rows = self.query_all(stmts, "cannot write the outputs of an abandoned run")?;
@@ -732,7 +828,7 @@ mod tests {
     #[test]
     fn the_ddl_splits_into_statements() {
         let n: usize = DDL.iter().map(|d| ddl_statements(d).len()).sum();
-        assert_eq!(n, 6, "{:#?}", DDL.map(ddl_statements));
+        assert_eq!(n, 7, "{:#?}", DDL.map(ddl_statements));
         assert!(ddl_statements(DDL[1]).iter().all(|s| !s.ends_with(';')));
     }
 }

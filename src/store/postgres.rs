@@ -345,7 +345,7 @@ WITH done AS (
         if !fin.outputs.is_empty() {
             sql.push_str(&format!(
                 ", outs AS ({})",
-                outputs_insert(&j, &s, &r, &fin.outputs)
+                outputs_insert(&j, &s, &r, &fin.outputs, true)
             ));
         }
     }
@@ -392,7 +392,7 @@ fn batch_sql(b: &Batch) -> String {
     if !b.outputs.is_empty() {
         sql.push_str(&format!(
             ", outs AS ({})",
-            outputs_insert(&j, &s, &r, &b.outputs)
+            outputs_insert(&j, &s, &r, &b.outputs, false)
         ));
     }
     sql.push_str(&format!(" SELECT {}", us("now()")));
@@ -400,14 +400,23 @@ fn batch_sql(b: &Batch) -> String {
 }
 
 /// `INSERT … SELECT` of outputs, guarded by the `done` CTE of the statement it is part of.
-fn outputs_insert(j: &str, s: &str, r: &str, outputs: &[OutputRow]) -> String {
+/// With `claims` (the store's own tables), a key this run already claimed is left out: its
+/// claim wrote its output row (SPEC 7.5).
+fn outputs_insert(j: &str, s: &str, r: &str, outputs: &[OutputRow], claims: bool) -> String {
     let rows: Vec<String> = outputs
         .iter()
         .map(|o| format!("({}, {})", lit(&o.key), ts(o.at)))
         .collect();
+    let unclaimed = if claims {
+        format!(
+            " AND NOT EXISTS (SELECT 1 FROM batchguard_claims c WHERE c.job = {j} AND c.output_key = v.k AND c.run_id = {r})"
+        )
+    } else {
+        String::new()
+    };
     format!(
         "INSERT INTO batchguard_outputs (job, scheduled_at, run_id, output_key, at)
-  SELECT {j}, {s}, {r}, v.k, v.a FROM (VALUES {}) AS v(k, a), done WHERE NOT done.d",
+  SELECT {j}, {s}, {r}, v.k, v.a FROM (VALUES {}) AS v(k, a), done WHERE NOT done.d{unclaimed}",
         rows.join(", ")
     )
 }
@@ -558,6 +567,18 @@ impl PgStore {
         if undefined {
             return super::not_migrated(&self.url, crate::db::missing_table(&message));
         }
+        let code = e.as_database_error().and_then(|d| d.code());
+        if code.as_deref() == Some("P0001")
+            && let Some(at) = message.find("batchguard: run ")
+        {
+            return StoreError(message[at..].to_owned(), super::ErrorKind::ClaimRefused);
+        }
+        if code.as_deref() == Some("42883") && message.contains("batchguard_claim") {
+            return StoreError::not_migrated(format!(
+                "{}: the function batchguard_claim is missing: create it with `batchguard store migrate --store '{}'`",
+                self.shown, self.shown
+            ));
+        }
         StoreError::failed(format!("{}: {what}: {message}", self.shown))
     }
 
@@ -679,6 +700,52 @@ impl Store for PgStore {
         true
     }
 
+    fn claim(
+        &mut self,
+        job: &str,
+        key: &str,
+        run_id: &str,
+        fence: i64,
+    ) -> Result<bool, StoreError> {
+        const WHAT: &str = "cannot claim the output";
+        let sql = format!(
+            "SELECT batchguard_claim({}, {}, {}, {fence})::text, {}",
+            lit(job),
+            lit(key),
+            lit(run_id),
+            us("now()")
+        );
+        let rows = self.query(sql, WHAT)?;
+        self.tick(&rows);
+        match rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .as_deref()
+        {
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            _ => Err(self.unexpected(WHAT)),
+        }
+    }
+
+    fn claimed(&mut self, run_id: &str) -> Result<Vec<OutputRow>, StoreError> {
+        let sql = format!(
+            "SELECT output_key, {} FROM batchguard_claims WHERE run_id = {} ORDER BY at, output_key",
+            us("at"),
+            lit(run_id)
+        );
+        let rows = self.query(sql, "cannot read the claims")?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                Some(OutputRow {
+                    key: r.first()?.clone()?,
+                    at: parse_us(r.get(1)?)?,
+                })
+            })
+            .collect())
+    }
+
     fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {
         let sql = format!(
             "INSERT INTO batchguard_events ({EVENT_COLUMNS}) VALUES ({})",
@@ -698,10 +765,11 @@ impl Store for PgStore {
         let sql = format!(
             "SELECT count(*)::text FROM (SELECT pg_advisory_xact_lock(hashtextextended({r}, 0))) l;
 WITH done AS (
-  SELECT EXISTS (SELECT 1 FROM batchguard_outputs WHERE run_id = {r}) AS d
+  SELECT EXISTS (SELECT 1 FROM batchguard_outputs o WHERE o.run_id = {r} AND NOT EXISTS
+    (SELECT 1 FROM batchguard_claims c WHERE c.job = o.job AND c.output_key = o.output_key AND c.run_id = o.run_id)) AS d
 ), outs AS ({} RETURNING 1)
 SELECT count(*)::text FROM outs",
-            outputs_insert(&j, &s, &r, keys)
+            outputs_insert(&j, &s, &r, keys, true)
         );
         let rows = self.query(sql, "cannot write the outputs of an abandoned run")?;
         Ok(rows

@@ -52,7 +52,7 @@ mod fences;
 mod scripts;
 pub use config::{Config, FENCES_FILE, parse_url};
 use fences::{read_fences, record_fence};
-use scripts::{ACQUIRE, FINISH, HELD, LIVE, MIGRATE, RAISE, RESTORE, UNFINISHED};
+use scripts::{ACQUIRE, CLAIM, CLAIMED, FINISH, HELD, LIVE, MIGRATE, RAISE, RESTORE, UNFINISHED};
 
 /// How long one command may take before the store counts as unreachable.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,6 +68,8 @@ pub struct RedisStore {
     /// Redis's clock at the last answer, and when (monotonic) it arrived.
     clock: Option<(Timestamp, Instant)>,
     fences: PathBuf,
+    /// The run's claims the last finish read (see [`Store::finished_claims`]).
+    finished_claims: Option<Vec<OutputRow>>,
 }
 
 /// Epoch microseconds as a script argument; "" for none.
@@ -157,7 +159,28 @@ impl RedisStore {
             cfg,
             clock: None,
             fences: PathBuf::from(FENCES_FILE),
+            finished_claims: None,
         })
+    }
+
+    /// Key and time pairs (a `HGETALL` of a run's claims) as outputs, oldest first.
+    fn claims_of(v: Option<&Value>) -> Vec<OutputRow> {
+        let Some(Value::Array(items)) = v else {
+            return Vec::new();
+        };
+        let mut out: Vec<OutputRow> = items
+            .chunks(2)
+            .filter_map(|p| {
+                let key = text(p.first())?;
+                let us: i64 = text(p.get(1))?.parse().ok()?;
+                Some(OutputRow {
+                    key,
+                    at: Timestamp::from_microsecond(us).ok()?,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.key.cmp(&b.key)));
+        out
     }
 
     fn epoch_key(&self) -> String {
@@ -587,6 +610,7 @@ impl Store for RedisStore {
             self.key("lease", &fin.key),
             self.slot_key(&fin.job, &slot),
             self.key("run", &fin.run_id),
+            self.key("claims", &fin.run_id),
         ];
         let args = vec![
             fin.run_id.clone(),
@@ -595,8 +619,10 @@ impl Store for RedisStore {
             self.cfg.retention_secs.saturating_mul(1000).to_string(),
         ];
         const WHAT: &str = "cannot write the end of the run";
+        self.finished_claims = None;
         let reply = self.eval(FINISH, &keys, &args, WHAT)?;
         self.tick(&reply, 0);
+        self.finished_claims = Some(Self::claims_of(reply.get(5)));
         let superseded = |run: Option<String>, fence: Option<String>| Finished::Superseded {
             run_id: run.unwrap_or_default(),
             fence: fence.and_then(|f| f.parse().ok()),
@@ -618,6 +644,51 @@ impl Store for RedisStore {
             ),
             _ => Err(self.unexpected(WHAT)),
         }
+    }
+
+    fn claim(
+        &mut self,
+        job: &str,
+        key: &str,
+        run_id: &str,
+        fence: i64,
+    ) -> Result<bool, StoreError> {
+        const WHAT: &str = "cannot claim the output";
+        let keys = vec![
+            self.key("run", run_id),
+            self.key("claim", &format!("{job}:{key}")),
+            self.key("claims", run_id),
+        ];
+        let args = vec![
+            run_id.to_owned(),
+            fence.to_string(),
+            key.to_owned(),
+            self.key("slot", ""),
+            self.cfg
+                .retention_secs
+                .saturating_mul(1000)
+                .max(1)
+                .to_string(),
+        ];
+        let reply = self.eval(CLAIM, &keys, &args, WHAT)?;
+        self.tick(&reply, 0);
+        match text(reply.get(2)).as_deref() {
+            Some("claimed") => Ok(true),
+            Some("already") => Ok(false),
+            Some("refused") => Err(StoreError::claim_refused(run_id, fence, key)),
+            _ => Err(self.unexpected(WHAT)),
+        }
+    }
+
+    fn claimed(&mut self, run_id: &str) -> Result<Vec<OutputRow>, StoreError> {
+        let keys = vec![self.key("claims", run_id)];
+        let reply = self.eval(CLAIMED, &keys, &[], "cannot read the claims")?;
+        self.tick(&reply, 0);
+        Ok(Self::claims_of(reply.get(2)))
+    }
+
+    fn finished_claims(&mut self) -> Option<Vec<OutputRow>> {
+        self.finished_claims.take()
     }
 
     fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {

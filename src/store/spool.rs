@@ -144,6 +144,8 @@ pub fn flush(dir: &Path, store: &mut dyn Store) -> Result<Flushed, StoreError> {
             Entry::Event(e) => store.append(e)?,
             Entry::FinishApart { ledger: src, fin } => {
                 let done = store.finish(fin)?;
+                let mut fin = fin.clone();
+                super::with_claims(store, &mut fin)?;
                 // The store has settled it; the ledger's part waits as an entry of its own
                 // when that ledger does not take it now.
                 let batch = Box::new(fin.ledger_batch(Some(&done)));

@@ -26,8 +26,9 @@ pub const DDL: [&str; 2] = [
 ];
 
 /// Bumped when the DDL changes; `PRAGMA user_version` says which a file has. 2: the
-/// `trigger` check admits `catch_up`; 3: the `status` check admits `superseded`.
-const SCHEMA_VERSION: i64 = 3;
+/// `trigger` check admits `catch_up`; 3: the `status` check admits `superseded`; 4: the
+/// claims table (SPEC 7.5).
+const SCHEMA_VERSION: i64 = 4;
 
 /// An older events table has a `trigger` check without `catch_up` or a `status` check
 /// without `superseded`, and SQLite cannot
@@ -243,6 +244,34 @@ fn insert_outputs(
         st.execute(params![job, scheduled_at, run_id, o.key, rfc3339(o.at)])?;
     }
     Ok(())
+}
+
+/// [`insert_outputs`] of a run's outputs in the store's own tables: a key the run already
+/// claimed is left out, its claim wrote its output row (SPEC 7.5).
+fn insert_unclaimed(
+    conn: &Connection,
+    job: &str,
+    scheduled_at: &str,
+    run_id: &str,
+    outputs: &[OutputRow],
+) -> rusqlite::Result<()> {
+    if outputs.is_empty() {
+        return Ok(());
+    }
+    let claimed: std::collections::HashSet<String> = all(
+        conn,
+        "SELECT output_key FROM batchguard_claims WHERE job = ?1 AND run_id = ?2",
+        params![job, run_id],
+        |r| r.get(0),
+    )?
+    .into_iter()
+    .collect();
+    let left: Vec<OutputRow> = outputs
+        .iter()
+        .filter(|o| !claimed.contains(&o.key))
+        .cloned()
+        .collect();
+    insert_outputs(conn, job, scheduled_at, run_id, &left)
 }
 
 fn end_written(c: &Connection, run_id: &str) -> rusqlite::Result<bool> {
@@ -472,7 +501,7 @@ impl Store for SqliteStore {
                 if fin.ledger {
                     // Its outputs were applied: recorded, so audit sees a double apply.
                     insert_event(c, &fin.superseded_end(&newer, fence))?;
-                    insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs)?;
+                    insert_unclaimed(c, &fin.job, &slot, &fin.run_id, &fin.outputs)?;
                 }
                 return Ok((
                     Finished::Superseded {
@@ -484,7 +513,7 @@ impl Store for SqliteStore {
             }
             if fin.ledger {
                 insert_event(c, &fin.end)?;
-                insert_outputs(c, &fin.job, &slot, &fin.run_id, &fin.outputs)?;
+                insert_unclaimed(c, &fin.job, &slot, &fin.run_id, &fin.outputs)?;
                 if let Some(dl) = &fin.dead_letter {
                     insert_event(c, dl)?;
                 }
@@ -509,6 +538,74 @@ impl Store for SqliteStore {
         result.map_err(|e| self.fail("cannot write the end of the run", e))
     }
 
+    fn claim(
+        &mut self,
+        job: &str,
+        key: &str,
+        run_id: &str,
+        fence: i64,
+    ) -> Result<bool, StoreError> {
+        let at = rfc3339((self.clock)());
+        // The check and the insert in one immediate transaction: no other process writes
+        // between them (SQLite has one writer at a time).
+        let result = immediate(&mut self.conn, |c| {
+            let slot: Option<String> = c
+                .query_row(
+                    "SELECT s.scheduled_at FROM batchguard_slots s WHERE s.job = ?1 AND s.run_id = ?2 \
+                     AND EXISTS (SELECT 1 FROM batchguard_leases l WHERE l.run_id = ?2 AND l.fence = ?3)",
+                    params![job, run_id, fence],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(slot) = slot else {
+                return Ok((None, false));
+            };
+            let n = c.execute(
+                "INSERT INTO batchguard_claims (job, output_key, run_id, fence, at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (job, output_key) DO NOTHING",
+                params![job, key, run_id, fence, at],
+            )?;
+            if n == 0 {
+                return Ok((Some(false), false));
+            }
+            insert_outputs(
+                c,
+                job,
+                &slot,
+                run_id,
+                &[OutputRow {
+                    key: key.to_owned(),
+                    at: at.parse().unwrap_or_else(|_| Timestamp::now()),
+                }],
+            )?;
+            Ok((Some(true), true))
+        });
+        match result {
+            Ok(Some(first)) => Ok(first),
+            Ok(None) => Err(StoreError::claim_refused(run_id, fence, key)),
+            Err(e) => Err(self.fail("cannot claim the output", e)),
+        }
+    }
+
+    fn claimed(&mut self, run_id: &str) -> Result<Vec<OutputRow>, StoreError> {
+        let rows: rusqlite::Result<Vec<(String, String)>> = all(
+            &self.conn,
+            "SELECT output_key, at FROM batchguard_claims WHERE run_id = ?1 ORDER BY at, output_key",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        );
+        let rows = rows.map_err(|e| self.fail("cannot read the claims", e))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(key, at)| {
+                Some(OutputRow {
+                    key,
+                    at: at.parse().ok()?,
+                })
+            })
+            .collect())
+    }
+
     fn append(&mut self, ev: &EventRow) -> Result<(), StoreError> {
         let result = insert_event(&self.conn, ev);
         result.map_err(|e| self.fail("cannot write an event", e))
@@ -519,7 +616,9 @@ impl Store for SqliteStore {
         let result = immediate(&mut self.conn, |c| {
             let seen = c
                 .query_row(
-                    "SELECT 1 FROM batchguard_outputs WHERE run_id = ?1 LIMIT 1",
+                    "SELECT 1 FROM batchguard_outputs o WHERE o.run_id = ?1 AND NOT EXISTS \
+                     (SELECT 1 FROM batchguard_claims c WHERE c.job = o.job \
+                      AND c.output_key = o.output_key AND c.run_id = o.run_id) LIMIT 1",
                     [&run.run_id],
                     |_| Ok(()),
                 )
@@ -527,7 +626,7 @@ impl Store for SqliteStore {
             if seen.is_some() {
                 return Ok((0, false));
             }
-            insert_outputs(c, &run.job, &slot, &run.run_id, keys)?;
+            insert_unclaimed(c, &run.job, &slot, &run.run_id, keys)?;
             Ok((keys.len() as u64, true))
         });
         result.map_err(|e| self.fail("cannot write the outputs of an abandoned run", e))

@@ -182,7 +182,7 @@ pub fn an_unmigrated_database_is_refused_naming_store_migrate(kind: Kind) {
     ok(&first);
     let said = String::from_utf8_lossy(&first.stdout);
     assert!(
-        said.contains(": created batchguard_drills, batchguard_events"),
+        said.contains(": created batchguard_claims, batchguard_drills, batchguard_events"),
         "{said}"
     );
     assert!(
@@ -193,7 +193,7 @@ pub fn an_unmigrated_database_is_refused_naming_store_migrate(kind: Kind) {
     ok(&again);
     let said = String::from_utf8_lossy(&again.stdout);
     assert!(
-        said.contains(": tables are current (batchguard_drills, "),
+        said.contains(": tables are current (batchguard_claims, batchguard_drills, "),
         "{said}"
     );
     assert!(said.contains("nothing to create"), "{said}");

@@ -20,6 +20,9 @@ const ERROR_CODES = Object.freeze([
   "E_OPTIONS",
 ]);
 
+/** What `run.claim()` rejects with when the claim is refused (a stale holder, or after the deadline). */
+const CLAIM_REFUSED = "E_CLAIM_REFUSED";
+
 /** A `done` message carries at most this much of an error's message (run keeps 4 KiB). */
 const MESSAGE_LIMIT = 4096;
 /** How much of the child's stderr is kept to explain an exit without a result. */
@@ -217,6 +220,7 @@ class Link {
       case "acquired":
         return this.onAcquired(message);
       case "ack":
+      case "claimed":
         return this.onAck(message);
       case "abort":
         return this.onAbort(message);
@@ -252,6 +256,7 @@ class Link {
       traceparent: message.traceparent === undefined ? null : message.traceparent,
       signal: controller.signal,
       output: (key) => this.output(attempt, key),
+      claim: (key, client) => this.claim(attempt, run, key, client),
     });
     let outcome;
     try {
@@ -295,11 +300,45 @@ class Link {
     });
   }
 
+  /**
+   * `run.claim(key, client?)`: the first claim of (job, key) ever resolves true, a key claimed
+   * before false; a refusal (a newer holder has the slot, or the attempt has ended) rejects
+   * with code E_CLAIM_REFUSED. With a `pg` or `mysql2` client it is the SQL function
+   * `batchguard_claim` inside the caller's transaction; without one, the link's `claim`.
+   */
+  claim(attempt, run, key, client) {
+    const bad = badClaimKey(key);
+    if (bad) return Promise.reject(codedError("E_CLAIM_KEY", `run.claim(key): ${bad}`));
+    if (!attempt.open || attempt !== this.attempt) {
+      return Promise.reject(
+        codedError(
+          CLAIM_REFUSED,
+          `run.claim(${JSON.stringify(key.slice(0, 100))}) refused: attempt ${attempt.number} has ended (the lease may be another holder's)`,
+        ),
+      );
+    }
+    if (client !== undefined && client !== null) {
+      let dialect;
+      try {
+        dialect = sqlDialect(client);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      return claimInTransaction(dialect, this.options.job, key, run);
+    }
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      attempt.outputs.set(id, { resolve, reject, key, claim: true });
+      this.send({ op: "claim", id, key });
+    });
+  }
+
   onAck(message) {
     const attempt = this.attempt;
     const pending = attempt && attempt.outputs.get(message.id);
     if (!pending) return;
     attempt.outputs.delete(message.id);
+    if (pending.claim) return settleClaim(pending, message);
     if (message.ok) pending.resolve();
     else pending.reject(codedError("E_OUTPUT", message.error || `output ${pending.key} refused`));
   }
@@ -319,7 +358,9 @@ class Link {
     if (!attempt) return;
     attempt.open = false;
     for (const pending of attempt.outputs.values()) {
-      pending.reject(codedError("E_OUTPUT", `output ${pending.key} refused: the attempt ended first`));
+      const code = pending.claim ? CLAIM_REFUSED : "E_OUTPUT";
+      const what = pending.claim ? `claim of ${pending.key}` : `output ${pending.key}`;
+      pending.reject(codedError(code, `${what} refused: the attempt ended first`));
     }
     attempt.outputs.clear();
     if (message.code === "TTL_EXCEEDED" && !attempt.settled) {
@@ -394,4 +435,104 @@ class Link {
   }
 }
 
-module.exports = { guard, runArguments, ERROR_CODES };
+/** A claimed key's limits, as the binary checks them (an output line; MySQL keeps 1024 characters). */
+function badClaimKey(key) {
+  if (typeof key !== "string" || key === "") return "a claimed key is a non-empty string";
+  if (/[\n\r\0]/.test(key)) return "a claimed key is one line, without NUL";
+  if (Buffer.byteLength(key) > 1024) return "a claimed key is at most 1024 bytes (hash a longer one: `sha256:…`)";
+  return null;
+}
+
+/** The link's answer to a `claim`: `claimed` (bool), or a refusal with its `code`. */
+function settleClaim(pending, message) {
+  if (message.ok !== false && typeof message.claimed === "boolean") {
+    pending.resolve(message.claimed);
+    return;
+  }
+  const code = typeof message.code === "string" && message.code !== "" ? message.code : CLAIM_REFUSED;
+  pending.reject(codedError(code, message.error || message.message || `claim of ${pending.key} refused`));
+}
+
+/**
+ * Which SQL a client speaks, from what it is (never from a query that would have to be
+ * undone): a `mysql2` connection has `execute()` next to `query()` and either `promise()`
+ * (the callback API's connection) or the callback connection in `.connection` (the promise
+ * API's); a `pg` client (`new pg.Client()`, or a pool's client from `pool.connect()`) has
+ * `connectionParameters`. A pool is refused: its `query()` takes any connection, never the
+ * one the caller's transaction is open on.
+ */
+function sqlDialect(client) {
+  if (typeof client !== "object" || typeof client.query !== "function") {
+    throw codedError("E_OPTIONS", "run.claim(key, client): the client must be a pg client or a mysql2 connection (an object with query())");
+  }
+  const poolMessage =
+    "run.claim(key, client): that is a pool, whose query() may use any connection: pass the client the transaction is open on (pg: `await pool.connect()`, mysql2: `await pool.getConnection()`)";
+  if (typeof client.getConnection === "function" || (typeof client.totalCount === "number" && typeof client.idleCount === "number")) {
+    throw codedError("E_OPTIONS", poolMessage);
+  }
+  if (typeof client.execute === "function") {
+    if (client.connection && typeof client.connection.execute === "function") return { kind: "mysql", client };
+    if (typeof client.promise === "function") return { kind: "mysql", client: client.promise() };
+  }
+  if (client.connectionParameters && typeof client.connectionParameters === "object") return { kind: "postgres", client };
+  throw codedError(
+    "E_OPTIONS",
+    "run.claim(key, client): cannot tell the client's database: a pg Client (or a pg pool's client) or a mysql2 connection is expected",
+  );
+}
+
+const CLAIM_SQL = {
+  postgres: "SELECT batchguard_claim($1, $2, $3, $4) AS claimed",
+  mysql: "SELECT batchguard_claim(?, ?, ?, ?) AS claimed",
+};
+
+/** True for PostgreSQL's boolean, MySQL's BOOLEAN (TINYINT 1) or its text. */
+function truthyColumn(value) {
+  return value === true || value === 1 || value === "1" || value === "t" || value === 1n;
+}
+
+async function claimInTransaction(dialect, job, key, run) {
+  const values = [job, key, run.runId, run.fence.toString()];
+  let rows;
+  try {
+    const answer = await dialect.client.query(CLAIM_SQL[dialect.kind], values);
+    rows = dialect.kind === "mysql" ? answer[0] : answer.rows;
+  } catch (err) {
+    throw claimError(dialect.kind, key, err);
+  }
+  if (!Array.isArray(rows) || rows.length !== 1 || !("claimed" in rows[0])) {
+    throw codedError("E_STORE", `run.claim(${JSON.stringify(key.slice(0, 100))}): batchguard_claim answered no row`);
+  }
+  return truthyColumn(rows[0].claimed);
+}
+
+/**
+ * The function's refusal (PostgreSQL: RAISE, SQLSTATE P0001, a message starting with
+ * `batchguard:`; MySQL/MariaDB: SIGNAL SQLSTATE 45000 with `batchguard: run …`, the holder
+ * check, not the key-length one) becomes E_CLAIM_REFUSED; a database
+ * without the function says to migrate; anything else is the driver's error as it came (its
+ * code, e.g. 57P01, is what the manifest's retry classifies).
+ */
+function claimError(kind, key, err) {
+  if (!err || typeof err !== "object") return err;
+  const message = typeof err.message === "string" ? err.message : String(err);
+  const refused =
+    kind === "postgres"
+      ? err.code === "P0001" && message.startsWith("batchguard:")
+      : err.sqlState === "45000" && message.startsWith("batchguard: run ");
+  if (refused) return codedError(CLAIM_REFUSED, message, { cause: err });
+  const missing =
+    kind === "postgres"
+      ? err.code === "42883" && message.includes("batchguard_claim")
+      : err.errno === 1305 || err.code === "ER_SP_DOES_NOT_EXIST";
+  if (missing) {
+    return codedError(
+      "E_STORE",
+      `run.claim(${JSON.stringify(key.slice(0, 100))}): this database has no batchguard_claim(): run \`batchguard store migrate --store URL\` on it (${message})`,
+      { cause: err },
+    );
+  }
+  return err;
+}
+
+module.exports = { guard, runArguments, sqlDialect, ERROR_CODES, CLAIM_REFUSED };

@@ -230,6 +230,15 @@ pub(super) fn outputs_inserts(
         .collect()
 }
 
+/// An `outputs_inserts` condition: the row's key (`v.k`) was not claimed by run `r` (its
+/// claim wrote its output row, SPEC 7.5).
+pub(super) fn unclaimed(j: &str, r: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM batchguard_claims c WHERE c.job = {j} \
+         AND c.key_digest = UNHEX(SHA2(v.k, 256)) AND c.run_id = {r})"
+    )
+}
+
 /// The name of a run's lock (item 23): one per run id and database, within `GET_LOCK`'s
 /// 64 characters however long the run id.
 fn run_lock(r: &str) -> String {
@@ -377,7 +386,7 @@ pub(super) fn finish_statements(fin: &Finish) -> Vec<String> {
             &s,
             &r,
             &fin.outputs,
-            "(@bg_go OR @bg_sup)",
+            &format!("(@bg_go OR @bg_sup) AND {}", unclaimed(&j, &r)),
         ));
     }
     stmts.push(format!(

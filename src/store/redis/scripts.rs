@@ -97,7 +97,9 @@ return {'acquired', t[1], t[2], fence, attempt}
 "#
 );
 
-/// The finish. KEYS: lease, slot, run. ARGV: run id, fence, state, retention ms.
+/// The finish. KEYS: lease, slot, run, the run's claims. ARGV: run id, fence, state,
+/// retention ms. Every answer ends with the run's claims (key, time pairs, SPEC 7.5): Redis
+/// keeps no ledger, so the finish's ledger apart writes them, read in this round trip.
 ///
 /// Item 23: once per run id. The slot's hash keeps what each run's finish came to
 /// (`end:<run id>`: `written`, or `superseded <fence> <newer run>`), set by the script
@@ -107,9 +109,10 @@ return {'acquired', t[1], t[2], fence, attempt}
 /// of the slot or the lease is touched, and the answer names that run and its fence.
 pub(super) const FINISH: &str = r#"
 local t = redis.call('TIME')
+local claims = redis.call('HGETALL', KEYS[4])
 local mark = 'end:' .. ARGV[1]
 local prior = redis.call('HGET', KEYS[2], mark)
-if prior then return {t[1], t[2], 'already', prior} end
+if prior then return {t[1], t[2], 'already', prior, '', claims} end
 local srun = redis.call('HGET', KEYS[2], 'run_id')
 if srun and srun ~= ARGV[1] then
   local nf = redis.call('HGET', KEYS[2], 'fence')
@@ -122,7 +125,7 @@ if srun and srun ~= ARGV[1] then
   nf = nf or ''
   redis.call('HSET', KEYS[2], mark, 'superseded ' .. nf .. ' ' .. srun)
   redis.call('DEL', KEYS[3])
-  return {t[1], t[2], 'superseded', srun, nf}
+  return {t[1], t[2], 'superseded', srun, nf, claims}
 end
 if srun == ARGV[1] or ARGV[3] == 'succeeded' then
   redis.call('HSET', KEYS[2], 'state', ARGV[3])
@@ -140,7 +143,38 @@ if held then
   end
 end
 redis.call('DEL', KEYS[3])
-return {t[1], t[2], 'written'}
+return {t[1], t[2], 'written', '', '', claims}
+"#;
+
+/// A claim (SPEC 7.5). KEYS: run, claim (`P:claim:<job>:<key>`), the run's claims
+/// (`P:claims:<run id>`). ARGV: run id, fence, output key, the prefix of slot keys
+/// (`P:slot:`), retention ms.
+///
+/// The run is found by its lease (the run key names it): a run whose lease is gone, or whose
+/// slot's hash names another run or fence, is refused. Else `SET NX` of the claim key
+/// decides: `claimed` (the key joins the run's claims, with the time, for the ledger apart
+/// its finish writes) or `already`. One script: nothing runs between the check and the set.
+pub(super) const CLAIM: &str = r#"
+local t = redis.call('TIME')
+local lk = redis.call('GET', KEYS[1])
+local held = lk and redis.call('GET', lk)
+local ok, l = pcall(cjson.decode, held or '')
+if not (ok and type(l) == 'table' and l.run_id == ARGV[1]) then return {t[1], t[2], 'refused'} end
+local slot = ARGV[4] .. tostring(l.job) .. ':' .. tostring(l.scheduled_at)
+local s = redis.call('HMGET', slot, 'run_id', 'fence')
+if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] then return {t[1], t[2], 'refused'} end
+local at = t[1] .. string.format('%06d', tonumber(t[2]))
+local v = cjson.encode({run_id = ARGV[1], fence = ARGV[2], at = at, scheduled_at = l.scheduled_at})
+if not redis.call('SET', KEYS[2], v, 'NX', 'PX', ARGV[5]) then return {t[1], t[2], 'already'} end
+redis.call('HSET', KEYS[3], ARGV[3], at)
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
+return {t[1], t[2], 'claimed', at}
+"#;
+
+/// A run's claims: KEYS: the run's claims. Key and time pairs.
+pub(super) const CLAIMED: &str = r#"
+local t = redis.call('TIME')
+return {t[1], t[2], redis.call('HGETALL', KEYS[1])}
 "#;
 
 /// `store migrate`: KEYS: epoch. ARGV: what writes it. Writes the epoch when there is none.
