@@ -586,7 +586,7 @@ fn a_store_file_of_the_first_release_is_upgraded_for_catch_up_and_keeps_its_rows
         "{ev:#?}"
     );
     let v: Vec<(i64,)> = sqlite_rows(&c.path("shared.db"), "PRAGMA user_version");
-    assert_eq!(v[0].0, 3);
+    assert_eq!(v[0].0, 4);
 }
 
 #[test]

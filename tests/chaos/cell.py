@@ -187,6 +187,12 @@ class Cell:
         with open(self.manifest, "w") as f:
             f.write(manifest(self.job, kind, self.step, self.ttl, self.catch_up, iso(run.t0)))
         self.ledger_arg = os.path.join(self.dir, "ledger.jsonl") if kind == "redis" else None
+        if self.ledger_arg:
+            # The operator's ledger exists from the start: a Redis that loses its data before
+            # the first event is written is repaired against an empty ledger (`store repair`
+            # refuses a ledger file that is missing, which may be a mistyped path). Fences
+            # handed out before that loss were never used: a job starts after its `start`.
+            open(self.ledger_arg, "a").close()
         skew = run.rng.choice([3600, -3600])
         if kind == "sqlite":
             # A SQLite store is one host's, and its clock is that host's (SPEC 7.1 item 2):
