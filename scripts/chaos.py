@@ -13,6 +13,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,9 @@ def main():
     # The guarantees are judged with item 22's clock bound on, whatever the caller's
     # environment says (the project's test suite turns it off for its other rigs).
     os.environ.pop("BATCHGUARD_CLOCK_CHECK", None)
+    # A TERM (a CI timeout, `kill`) ends the run through its clean-up, as Ctrl-C does: the
+    # private servers and every marked process are stopped, never left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration", type=float, default=600, help="seconds of faults (default 600)")
     p.add_argument("--seed", type=int, default=int(os.environ.get("CHAOS_SEED", "0")) or random.SystemRandom().randrange(1, 10**9))
