@@ -497,15 +497,20 @@ fn a_stale_holder_cannot_claim(kind: Kind) {
     stale
         .q("INSERT INTO biz VALUES ('stale');")
         .expect("insert");
+    // On PostgreSQL the session's client is stopped (SIGSTOP) while the newer holder works
+    // and continued after; `mysql` may end on the interrupted read that SIGCONT leaves it,
+    // so there the session simply waits, idle in its open transaction, which is all the
+    // server sees of a stopped process either way.
     let pid = stale.child.id() as libc::pid_t;
+    let stop = kind == Kind::Pg;
     // SAFETY: a signal to a child this test started and has not reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    assert!(!stop || unsafe { libc::kill(pid, libc::SIGSTOP) } == 0);
     std::fs::write(c.path("go"), b"").expect("go");
     let o = run.wait_with_output().expect("run ends");
     assert!(o.status.success(), "{}", text(&o));
     assert!(c.path("env2.txt").exists(), "a newer attempt took the slot");
     // SAFETY: as above.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    assert!(!stop || unsafe { libc::kill(pid, libc::SIGCONT) } == 0);
     assert!(
         stale
             .q(&Client::claim_sql(&job, "stale-key", &run_id, &fence))

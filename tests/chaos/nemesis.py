@@ -72,11 +72,22 @@ class Nemesis:
         getattr(self, action)(cell, host)
 
     def _signal(self, pid, sig):
+        """Signals `pid` only if it is still one of this run's processes: the pid is opened
+        as a pidfd first and its marker checked after, so a pid reused by a stranger (the
+        machine's other tests, 32768 pids go round fast) is never signalled."""
         try:
-            os.kill(pid, sig)
-            return True
-        except ProcessLookupError:
+            fd = os.pidfd_open(pid)
+        except (ProcessLookupError, OSError):
             return False
+        try:
+            if cellmod.environ(pid).get("CHAOS_MARK") != self.run.mark:
+                return False
+            signal.pidfd_send_signal(fd, sig)
+            return True
+        except (ProcessLookupError, OSError):
+            return False
+        finally:
+            os.close(fd)
 
     def _blame(self, pids, what):
         """Remembers which runs a fault hit (the BATCHGUARD_RUN_ID of the job processes under
