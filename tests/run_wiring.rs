@@ -874,3 +874,69 @@ fn a_guard_frozen_after_its_job_succeeded_writes_no_verdict_once_superseded() {
     );
     assert_eq!(r["totals"]["superseded"], 1, "{r:#}");
 }
+
+#[test]
+fn a_last_attempt_dead_lettered_while_frozen_writes_no_success_when_it_wakes() {
+    // Found by the hour-long chaos run: the last attempt is frozen past its lease, the next
+    // tick dead-letters its slot (lost, no attempt left), then it wakes up having succeeded.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = manifest(
+        None,
+        r#"["sh", "-c", "if [ -n \"$GATE\" ]; then touch ready; read x < \"$GATE\"; fi; exit 0"]"#,
+        "      max_attempts: 1\n",
+    )
+    .replace("ttl: 30s", "ttl: 3s");
+    std::fs::write(dir.path().join("m.batchguard.yaml"), text).expect("manifest");
+    let c = Case { dir };
+    let (a, b) = (c.host("a"), c.host("b"));
+    let store = c.store_url();
+    let gate = c.path("gate");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&gate)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let child = c
+        .cmd(&a, &["--store", &store, "--scheduled-at", S0])
+        .env("GATE", &gate)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as i32;
+    let until = Instant::now() + Duration::from_secs(60);
+    while !a.join("ready").exists() {
+        assert!(Instant::now() < until, "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::fs::write(&gate, "go\n").expect("open the gate");
+    wait_for_leases_to_end(&c);
+    let o = c.run(&b, &["--store", &store, "--scheduled-at", S1]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(err(&o).contains("dead-lettering it"), "{}", err(&o));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(err(&o).contains("superseded by run"), "{}", err(&o));
+    let ends: Vec<(String, Option<String>)> = sqlite_rows(
+        &c.path("shared.db"),
+        "SELECT scheduled_at, status FROM batchguard_events WHERE event = 'end' ORDER BY rowid",
+    );
+    assert_eq!(
+        ends,
+        [
+            (S1.to_owned(), Some("success".to_owned())),
+            (S0.to_owned(), Some("superseded".to_owned()))
+        ],
+        "{:#?}",
+        c.events()
+    );
+    let state: Vec<(String,)> = sqlite_rows(
+        &c.path("shared.db"),
+        "SELECT state FROM batchguard_slots WHERE scheduled_at = '2026-03-01T02:00:00Z'",
+    );
+    assert_eq!(state, [("dead_lettered".to_owned(),)]);
+}

@@ -220,6 +220,9 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
                     (AcquireResult::Refused(Refusal::Exhausted { attempts }), Err("exhausted")) => {
                         prop_assert_eq!(*attempts, m.attempts);
                         m.dead_lettered = true;
+                        // The dead-lettering acquire is the slot's latest: a holder that
+                        // wakes up after it is superseded, never a success on a dead letter.
+                        m.latest = Some(run_id.clone());
                     }
                     (got, want) => {
                         return Err(TestCaseError::fail(format!(

@@ -300,8 +300,9 @@ impl Store for SqliteStore {
                 && u64::try_from(attempts_so_far).unwrap_or(0) >= max
             {
                 c.execute(
-                    "UPDATE batchguard_slots SET state = 'dead_lettered' WHERE job = ?1 AND scheduled_at = ?2",
-                    params![req.job, slot],
+                    "UPDATE batchguard_slots SET state = 'dead_lettered', run_id = ?3 \
+                     WHERE job = ?1 AND scheduled_at = ?2",
+                    params![req.job, slot, req.run_id],
                 )?;
                 c.execute(
                     "UPDATE batchguard_leases SET state = 'released', lease_until = ?2 WHERE key = ?1",

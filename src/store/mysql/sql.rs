@@ -184,7 +184,7 @@ UPDATE batchguard_slots SET attempts = attempts + 1, state = 'running', run_id =
   WHERE job = {j} AND scheduled_at = {s} AND @bg_take;
 INSERT INTO batchguard_slots (job, scheduled_at, attempts, state, run_id)
   SELECT {j}, {s}, 1, 'running', {r} FROM DUAL WHERE @bg_take AND @bg_used IS NULL;
-UPDATE batchguard_slots SET state = 'dead_lettered'
+UPDATE batchguard_slots SET state = 'dead_lettered', run_id = {r}
   WHERE job = {j} AND scheduled_at = {s} AND @bg_exhausted;
 INSERT INTO batchguard_events ({EVENT_COLUMNS})
   SELECT {r}, {j}, {s}, 'start', {at}, {inst}, @bg_attempt, {status}, {code}, {digest}, {trig}, @bg_fence, {detail}

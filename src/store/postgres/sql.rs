@@ -168,7 +168,7 @@ pub(super) fn acquire_sql(req: &AcquireRequest) -> String {
     state = 'running', run_id = EXCLUDED.run_id
   RETURNING attempts
 ), slot_dl AS (
-  UPDATE batchguard_slots SET state = 'dead_lettered'
+  UPDATE batchguard_slots SET state = 'dead_lettered', run_id = {r}
   WHERE job = {j} AND scheduled_at = {s}
     AND EXISTS (SELECT 1 FROM lease WHERE lease.won AND lease.state = 'dead_lettered')
   RETURNING attempts
@@ -252,7 +252,7 @@ WITH done AS (
 ), sup AS (
   SELECT NOT (SELECT d FROM done) AND NOT EXISTS (SELECT 1 FROM slot) AND EXISTS (SELECT 1 FROM cur) AS s,
          (SELECT run_id FROM cur) AS newer,
-         (SELECT l.fence FROM batchguard_leases l, cur WHERE l.run_id = cur.run_id AND cur.run_id <> {r} LIMIT 1) AS fence
+         (SELECT NULLIF(l.fence, 0) FROM batchguard_leases l, cur WHERE l.run_id = cur.run_id AND cur.run_id <> {r} LIMIT 1) AS fence
 ), rel AS (
   UPDATE batchguard_leases SET state = '{lease_state}', lease_until = LEAST(lease_until, now())
   WHERE key = {k} AND fence = {f} AND NOT (SELECT d FROM done) AND NOT (SELECT s FROM sup)

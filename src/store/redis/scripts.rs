@@ -71,7 +71,8 @@ if held then
   return {'held', t[1], t[2], held, redis.call('PTTL', KEYS[1])}
 end
 if ARGV[7] ~= '' and ARGV[8] ~= '1' and used >= tonumber(ARGV[7]) then
-  redis.call('HSET', KEYS[3], 'state', 'dead_lettered')
+  redis.call('HSET', KEYS[3], 'state', 'dead_lettered', 'run_id', ARGV[2])
+  redis.call('HDEL', KEYS[3], 'fence')
   redis.call('PEXPIRE', KEYS[3], ret)
   return {'exhausted', t[1], t[2], used}
 end
