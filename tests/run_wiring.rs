@@ -779,6 +779,35 @@ fn a_process_whose_retry_finds_the_slot_succeeded_elsewhere_exits_0() {
 
 // --------------------------------------------- a superseded holder (items 24, 28)
 
+/// Host `a`'s guard on slot S0, its job held at a gate (a FIFO): once the job has started,
+/// the guard is stopped (SIGSTOP), the job let through to succeed, and the lease left to
+/// run out. The guard's child and pid, to continue it.
+fn frozen_after_success(c: &Case, a: &Path, extra: &[&str]) -> (std::process::Child, i32) {
+    let gate = c.path("gate");
+    let made = Command::new("mkfifo").arg(&gate).status().expect("mkfifo");
+    assert!(made.success());
+    let store = c.store_url();
+    let mut args = vec!["--store", store.as_str(), "--scheduled-at", S0];
+    args.extend_from_slice(extra);
+    let child = c
+        .cmd(a, &args)
+        .env("GATE", &gate)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as i32;
+    let until = Instant::now() + Duration::from_secs(60);
+    while !a.join("ready").exists() {
+        assert!(Instant::now() < until, "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::fs::write(&gate, "go\n").expect("open the gate");
+    wait_for_leases_to_end(c);
+    (child, pid)
+}
+
 #[test]
 fn a_guard_frozen_after_its_job_succeeded_writes_no_verdict_once_superseded() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -794,36 +823,7 @@ fn a_guard_frozen_after_its_job_succeeded_writes_no_verdict_once_superseded() {
     let c = Case { dir };
     let (a, b) = (c.host("a"), c.host("b"));
     let store = c.store_url();
-    let gate = c.path("gate");
-    let made = Command::new("mkfifo").arg(&gate).status().expect("mkfifo");
-    assert!(made.success());
-    let child = c
-        .cmd(
-            &a,
-            &[
-                "--store",
-                &store,
-                "--scheduled-at",
-                S0,
-                "--report",
-                "r.json",
-            ],
-        )
-        .env("GATE", &gate)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id() as i32;
-    let until = Instant::now() + Duration::from_secs(60);
-    while !a.join("ready").exists() {
-        assert!(Instant::now() < until, "the job never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Frozen with its job still running; then the job succeeds while it is frozen.
-    // SAFETY: signals to our own child.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
-    std::fs::write(&gate, "go\n").expect("open the gate");
-    wait_for_leases_to_end(&c);
+    let (child, pid) = frozen_after_success(&c, &a, &["--report", "r.json"]);
     // Another host takes the slot as the lease ran out, and succeeds.
     let o = c.run(&b, &["--store", &store, "--scheduled-at", S0]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
@@ -890,30 +890,7 @@ fn a_last_attempt_dead_lettered_while_frozen_writes_no_success_when_it_wakes() {
     let c = Case { dir };
     let (a, b) = (c.host("a"), c.host("b"));
     let store = c.store_url();
-    let gate = c.path("gate");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&gate)
-            .status()
-            .expect("mkfifo")
-            .success()
-    );
-    let child = c
-        .cmd(&a, &["--store", &store, "--scheduled-at", S0])
-        .env("GATE", &gate)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id() as i32;
-    let until = Instant::now() + Duration::from_secs(60);
-    while !a.join("ready").exists() {
-        assert!(Instant::now() < until, "the job never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // SAFETY: signals to our own child.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
-    std::fs::write(&gate, "go\n").expect("open the gate");
-    wait_for_leases_to_end(&c);
+    let (child, pid) = frozen_after_success(&c, &a, &[]);
     let o = c.run(&b, &["--store", &store, "--scheduled-at", S1]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(err(&o).contains("dead-lettering it"), "{}", err(&o));

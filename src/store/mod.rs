@@ -306,6 +306,27 @@ pub enum Finished {
 }
 
 impl Finished {
+    /// A finish statement's answer: whether this run's `end` was there already, whether
+    /// the slot named another run (which, with its fence when known), as the SQL stores
+    /// return them.
+    pub fn from_answer(
+        already: bool,
+        superseded: bool,
+        newer: Option<String>,
+        fence: Option<String>,
+    ) -> Finished {
+        if already {
+            Finished::AlreadyWritten
+        } else if superseded {
+            Finished::Superseded {
+                run_id: newer.unwrap_or_default(),
+                fence: fence.and_then(|f| f.parse().ok()),
+            }
+        } else {
+            Finished::Written
+        }
+    }
+
     /// The `detail` of a superseded `end`, and what `run` says of it.
     pub fn superseded_by(run_id: &str, fence: Option<i64>) -> String {
         if run_id.is_empty() {

@@ -548,16 +548,12 @@ impl Store for MysqlStore {
         if get(0).as_deref() != Some("1") {
             return Err(self.run_lock_not_granted(WHAT, &fin.run_id));
         }
-        Ok(if get(1).as_deref() == Some("1") {
-            Finished::AlreadyWritten
-        } else if get(2).as_deref() == Some("1") {
-            Finished::Superseded {
-                run_id: get(3).unwrap_or_default(),
-                fence: get(4).and_then(|f| f.parse().ok()),
-            }
-        } else {
-            Finished::Written
-        })
+        Ok(Finished::from_answer(
+            get(1).as_deref() == Some("1"),
+            get(2).as_deref() == Some("1"),
+            get(3),
+            get(4),
+        ))
     }
 
     fn folds_checks(&self) -> bool {

@@ -317,16 +317,12 @@ impl Store for PgStore {
         self.tick(&rows);
         let r = rows.last().ok_or_else(|| self.unexpected(WHAT))?;
         let get = |i: usize| r.get(i).cloned().flatten();
-        Ok(if get(0).as_deref() == Some("true") {
-            Finished::AlreadyWritten
-        } else if get(1).as_deref() == Some("true") {
-            Finished::Superseded {
-                run_id: get(2).filter(|n| *n != fin.run_id).unwrap_or_default(),
-                fence: get(3).and_then(|f| f.parse().ok()),
-            }
-        } else {
-            Finished::Written
-        })
+        Ok(Finished::from_answer(
+            get(0).as_deref() == Some("true"),
+            get(1).as_deref() == Some("true"),
+            get(2).filter(|n| *n != fin.run_id),
+            get(3),
+        ))
     }
 
     fn folds_checks(&self) -> bool {
